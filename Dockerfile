@@ -1,0 +1,28 @@
+# rightsize production image: slim Python, CPU-only torch, gunicorn, non-root.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+WORKDIR /app
+
+# CPU build of torch first (the profiler uses the meta device; no CUDA is needed).
+RUN pip install --index-url https://download.pytorch.org/whl/cpu torch==2.13.0
+
+COPY pyproject.toml README.md ./
+COPY service ./service
+COPY knowledge ./knowledge
+COPY profiles ./profiles
+RUN pip install . && useradd --system --uid 10001 --home /app rightsize
+
+USER rightsize
+EXPOSE 8000
+
+HEALTHCHECK --interval=30s --timeout=3s --start-period=20s --retries=3 \
+    CMD python -c "import urllib.request,sys; sys.exit(urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=2).status != 200)"
+
+# Set RIGHTSIZE_REDIS_URL to use Redis; without it the service runs on its in-process cache.
+CMD ["gunicorn", "--bind", "0.0.0.0:8000", "--workers", "2", "--access-logfile", "-", \
+     "--preload", "service:create_app()"]

@@ -1,0 +1,88 @@
+"""The loaded knowledge base: typed records, indexes, and the lookups the engine and API use."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from knowledge import records
+from knowledge.aliases import AliasIndex, normalise_name
+from knowledge.errors import UnknownId
+
+
+@dataclass(frozen=True)
+class Knowledge:
+    """Everything :func:`knowledge.load_knowledge` read, validated and cross-checked.
+
+    ``version`` is the content hash of the data files; ``unresolved`` lists the stored
+    benchmark rows whose GPU or workload name resolves to nothing in the catalog.
+    """
+
+    version: str
+    root: Path
+    gpus: dict[str, records.Gpu]
+    gpu_index: AliasIndex
+    interconnects: dict[str, records.Interconnect]
+    offers: list[records.Offer]
+    onprem: dict[str, records.OnpremParameter]
+    workloads: dict[str, records.Workload]
+    benchmarks: list[records.Benchmark]
+    unresolved: list[str] = field(default_factory=list)
+
+    def resolve_gpu(self, name: str) -> str | None:
+        """The GPU id that ``name`` (an id, a product name or an alias) stands for, or None."""
+        return self.gpu_index.resolve(name)
+
+    def gpu(self, name: str) -> records.Gpu:
+        """The GPU named ``name``; raise :class:`UnknownId` with close matches otherwise."""
+        ident = self.resolve_gpu(name)
+        if ident is None:
+            raise UnknownId("GPU", name, self.gpu_index.suggest(name))
+        return self.gpus[ident]
+
+    def interconnect(self, ident: str) -> records.Interconnect:
+        try:
+            return self.interconnects[ident]
+        except KeyError:
+            raise UnknownId("interconnect", ident, _close(ident, self.interconnects)) from None
+
+    def workload(self, name: str) -> records.Workload:
+        """A workload by id, alias or model catalog name."""
+        key = normalise_name(name)
+        for w in self.workloads.values():
+            if key in {normalise_name(n) for n in (w.id, w.model, *w.aliases)}:
+                return w
+        raise UnknownId("workload", name, _close(name, self.workloads))
+
+    def workloads_matching(self, name: str) -> set[str]:
+        """Ids of every workload whose id, model name or alias is ``name``."""
+        key = normalise_name(name)
+        return {
+            w.id
+            for w in self.workloads.values()
+            if key in {normalise_name(n) for n in (w.id, w.model, *w.aliases)}
+        }
+
+    def suggest_workloads(self, name: str) -> list[str]:
+        return _close(name, self.workloads)
+
+    def stats(self) -> dict[str, int]:
+        """Record counts by kind, for ``/readyz`` and the CLI."""
+        return {
+            "gpus": len(self.gpus),
+            "interconnects": len(self.interconnects),
+            "offers": len(self.offers),
+            "offer_prices": sum(len(o.prices) for o in self.offers),
+            "onprem_parameters": len(self.onprem),
+            "workloads": len(self.workloads),
+            "benchmarks": len(self.benchmarks),
+            "unresolved_benchmark_rows": len(self.unresolved),
+        }
+
+
+def _close(name: str, ids: Iterable[str]) -> list[str]:
+    index = AliasIndex()
+    for ident in ids:
+        index.add(ident, ())
+    return index.suggest(name)

@@ -1,0 +1,169 @@
+"""Typed, immutable records that the loaders build from the validated data files."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+
+
+@dataclass(frozen=True, slots=True)
+class Gpu:
+    """One GPU model, with its datasheet figures (dense peaks, no sparsity)."""
+
+    id: str
+    vendor: str
+    name: str
+    architecture: str
+    compute_capability: str | None
+    release_year: int
+    segment: str
+    form_factor: str
+    memory_gb: float
+    memory_type: str
+    memory_bandwidth_gb_per_s: float
+    fp64_tflops: float | None
+    fp32_tflops: float
+    tf32_tflops: float | None
+    bf16_tflops: float | None
+    fp16_tflops: float | None
+    fp8_tflops: float | None
+    int8_tops: float | None
+    tensor_cores: int
+    sm_count: int
+    l2_cache_mb: float
+    ecc: bool
+    tdp_w: float
+    nvlink_bandwidth_gb_per_s: float
+    gpu_link: str | None
+    pcie_generation: int
+    pcie_lanes: int
+    p2p_supported: bool
+    cooling: str
+    datacenter_use_allowed: bool
+    price_usd: float | None
+    price_kind: str | None
+    price_as_of: dt.date | None
+    sources: tuple[str, ...]
+    as_of: dt.date
+    aliases: tuple[str, ...]
+    notes: str | None = None
+
+    def peak_tflops(self, precision: str) -> float | None:
+        """Dense peak rate at ``precision`` (TOPS for int8); None where unsupported."""
+        if precision == "int8":
+            return self.int8_tops
+        value: float | None = getattr(self, f"{precision}_tflops")
+        return value
+
+    @property
+    def precisions(self) -> tuple[str, ...]:
+        """The precisions this GPU supports, in :data:`PRECISIONS` order."""
+        return tuple(p for p in PRECISIONS if self.peak_tflops(p) is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class Interconnect:
+    """A link between GPUs, between a GPU and its host, or between nodes."""
+
+    id: str
+    kind: str
+    name: str
+    scope: str
+    bandwidth_gb_per_s_per_direction: float
+    latency_us: float
+    sources: tuple[str, ...]
+    as_of: dt.date
+    notes: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OfferPrice:
+    """What one instance type costs in one region."""
+
+    region: str
+    on_demand_usd_per_hour: float
+    spot_usd_per_hour: float | None
+    reserved_usd_per_hour: float | None
+    catalog_date: dt.date
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """A cloud instance type with GPUs, and its prices by region."""
+
+    provider: str
+    instance_type: str
+    gpu_id: str
+    gpu_count: float
+    vcpus: int
+    memory_gib: float
+    interconnect: str | None
+    catalog_date: dt.date
+    source: str
+    notes: str | None
+    prices: tuple[OfferPrice, ...] = ()
+
+    @property
+    def id(self) -> str:
+        return f"{self.provider}:{self.instance_type}"
+
+
+@dataclass(frozen=True, slots=True)
+class OnpremParameter:
+    """One on-premise cost parameter (a default a request may override)."""
+
+    id: str
+    value: float
+    unit: str
+    description: str
+    source: str
+    as_of: dt.date
+    notes: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """A benchmarked workload: a model, a dataset and a task, with the unit it is measured in."""
+
+    id: str
+    name: str
+    kind: str
+    task: str
+    model: str
+    dataset: str
+    unit: str
+    aliases: tuple[str, ...]
+    description: str
+    source: str
+    as_of: dt.date
+
+
+@dataclass(frozen=True, slots=True)
+class Benchmark:
+    """One stored measurement, whatever its kind, in the project's common shape.
+
+    ``value`` is in ``unit``: a throughput summed over all GPUs, a time to train in
+    minutes, or an operator time in milliseconds. ``details`` keeps the kind's own columns.
+    """
+
+    kind: str
+    suite: str
+    workload: str
+    gpu: str
+    gpu_id: str | None
+    gpu_count: int
+    precision: str | None
+    batch_size_per_gpu: float | None
+    metric: str
+    value: float
+    unit: str
+    system: str
+    source: str
+    as_of: dt.date
+    note: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    model: str | None = None

@@ -1,0 +1,46 @@
+"""rightsize: which GPU hardware to buy or rent for a deep-learning workload, and why.
+
+``create_app`` builds the Flask application: settings from ``RIGHTSIZE_*`` environment
+variables (see :mod:`service.config`), the knowledge base loaded and validated once (the
+app refuses to start on invalid knowledge), the cache (Redis, or in-process), the API.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from flask import Flask
+from werkzeug.wrappers import Response
+
+from knowledge import load_knowledge
+from service import api, errors
+from service.cache import make_cache
+from service.config import load_settings
+from service.state import AppState, attach
+
+
+def create_app(config: Mapping[str, Any] | None = None) -> Flask:
+    """Build the application; ``config`` overrides settings (short or ``RIGHTSIZE_`` names)."""
+    settings = load_settings(config)
+    app = Flask(__name__)
+    app.config.update(settings)
+    logging.basicConfig(level=settings["RIGHTSIZE_LOG_LEVEL"])
+    knowledge = load_knowledge(settings["RIGHTSIZE_KNOWLEDGE_DIR"])
+    cache = make_cache(
+        settings["RIGHTSIZE_REDIS_URL"],
+        settings["RIGHTSIZE_KEY_PREFIX"],
+        settings["RIGHTSIZE_REDIS_TIMEOUT_S"],
+        settings["RIGHTSIZE_MEMORY_CACHE_ITEMS"],
+    )
+    attach(app, AppState(knowledge=knowledge, cache=cache, settings=settings))
+    errors.init_app(app)
+    api.init_app(app)
+
+    @app.after_request
+    def _version_header(response: Response) -> Response:
+        response.headers["X-Knowledge-Version"] = knowledge.version
+        return response
+
+    return app

@@ -1,0 +1,53 @@
+"""The HTTP API: flask-smorest blueprints over the engine and the knowledge base."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import swagger_ui_bundle
+from flask import Blueprint as FlaskBlueprint
+from flask import Flask, send_from_directory
+from werkzeug.wrappers import Response
+
+from service.api import benchmarks, gpus, health, interconnects, offers
+from service.api.base import Api
+
+BLUEPRINTS = (health.blp, gpus.blp, interconnects.blp, offers.blp, benchmarks.blp)
+API_VERSION = "0.1.0"
+
+
+def _docs_assets() -> FlaskBlueprint:
+    """Swagger UI's files, served from the installed package: /docs works offline."""
+    folder = Path(swagger_ui_bundle.swagger_ui_path)
+    assets = FlaskBlueprint("docs-assets", __name__)
+
+    @assets.route("/docs/assets/<path:filename>")
+    def asset(filename: str) -> Response:
+        return send_from_directory(folder, filename, max_age=86400)
+
+    return assets
+
+
+def init_app(app: Flask) -> Api:
+    app.config.setdefault("API_TITLE", "rightsize")
+    app.config.setdefault("API_VERSION", API_VERSION)
+    app.config.setdefault("OPENAPI_VERSION", "3.0.3")
+    app.config.setdefault("OPENAPI_URL_PREFIX", "/")
+    app.config.setdefault("OPENAPI_JSON_PATH", "openapi.json")
+    app.config.setdefault("OPENAPI_SWAGGER_UI_PATH", "/docs")
+    app.config.setdefault("OPENAPI_SWAGGER_UI_URL", "/docs/assets/")
+    app.config.setdefault(
+        "API_SPEC_OPTIONS",
+        {
+            "info": {
+                "description": "Which GPU hardware to buy or rent for a deep-learning workload, "
+                "and why. Errors are application/problem+json (RFC 9457).",
+                "license": {"name": "Apache-2.0"},
+            }
+        },
+    )
+    api = Api(app)
+    for blueprint in BLUEPRINTS:
+        api.register_blueprint(blueprint)
+    app.register_blueprint(_docs_assets())
+    return api

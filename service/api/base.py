@@ -1,0 +1,63 @@
+"""flask-smorest wired for this service: problem+json errors and strict argument parsing."""
+
+from __future__ import annotations
+
+import http
+from typing import Any
+
+import flask_smorest
+from flask_smorest.spec import prepare_response
+from marshmallow import RAISE, Schema, fields
+from webargs.flaskparser import FlaskParser
+from werkzeug.exceptions import HTTPException
+
+from service.errors import PROBLEM_MIME, from_http_exception
+
+
+class FieldErrorSchema(Schema):
+    location = fields.String(metadata={"description": "where the field was: json, query, path"})
+    field = fields.String(metadata={"description": "the field, dotted for nested fields"})
+    message = fields.String(metadata={"description": "what was wrong and what was expected"})
+
+
+class ProblemSchema(Schema):
+    """RFC 9457 problem details, the body of every error response."""
+
+    type = fields.String(metadata={"description": "URI identifying the kind of problem"})
+    title = fields.String(metadata={"description": "short summary of the kind of problem"})
+    status = fields.Integer(metadata={"description": "HTTP status code"})
+    detail = fields.String(metadata={"description": "what went wrong in this request"})
+    errors = fields.List(fields.Nested(FieldErrorSchema), metadata={"description": "bad fields"})
+    suggestions = fields.List(
+        fields.String(), metadata={"description": "close matches to an unknown name"}
+    )
+
+
+class Api(flask_smorest.Api):
+    """Api whose errors, and their documentation, are ``application/problem+json``."""
+
+    ERROR_SCHEMA = ProblemSchema
+
+    def handle_http_exception(self, error: HTTPException) -> Any:
+        return from_http_exception(error)
+
+    def _register_responses(self) -> None:
+        for status in http.HTTPStatus:
+            response: dict[str, Any] = {"description": status.phrase}
+            if status >= 400:
+                response["schema"] = self.ERROR_SCHEMA
+                prepare_response(response, self.spec, PROBLEM_MIME)
+            self.spec.components.response(status.name, response, lazy=True)
+        default = {"description": "Default error response", "schema": self.ERROR_SCHEMA}
+        prepare_response(default, self.spec, PROBLEM_MIME)
+        self.spec.components.response("DEFAULT_ERROR", default, lazy=True)
+
+
+class Blueprint(flask_smorest.Blueprint):
+    """Blueprint whose argument schemas reject unknown fields in every location."""
+
+    ARGUMENTS_PARSER = FlaskParser(unknown=RAISE)
+
+    def problem(self, status: int) -> Any:
+        """Document an error response of this status (problem+json)."""
+        return self.alt_response(status, schema=ProblemSchema, content_type=PROBLEM_MIME)

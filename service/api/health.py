@@ -1,0 +1,75 @@
+"""Liveness and readiness probes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask.views import MethodView
+from marshmallow import Schema, fields
+
+from service.api.base import Blueprint
+from service.state import state
+
+blp = Blueprint("health", __name__, description="Liveness and readiness probes")
+
+
+class HealthSchema(Schema):
+    status = fields.String(metadata={"description": "always 'ok' while the process serves"})
+
+
+class KnowledgeStatusSchema(Schema):
+    loaded = fields.Boolean()
+    version = fields.String(metadata={"description": "content hash of the knowledge files"})
+    counts = fields.Dict(keys=fields.String(), values=fields.Integer())
+    unresolved_benchmark_rows = fields.List(
+        fields.String(), metadata={"description": "stored rows whose GPU or workload is unknown"}
+    )
+
+
+class CacheStatusSchema(Schema):
+    backend = fields.String(metadata={"description": "redis, or memory (in-process fallback)"})
+    ok = fields.Boolean()
+    fallback = fields.Boolean(metadata={"description": "true when running without Redis"})
+    detail = fields.String()
+
+
+class ReadySchema(Schema):
+    status = fields.String(metadata={"description": "ready or not-ready"})
+    knowledge = fields.Nested(KnowledgeStatusSchema)
+    cache = fields.Nested(CacheStatusSchema)
+
+
+@blp.route("/healthz")
+class Health(MethodView):
+    @blp.response(200, HealthSchema)
+    def get(self) -> dict[str, str]:
+        """Liveness: the process is up and serving"""
+        return {"status": "ok"}
+
+
+@blp.route("/readyz")
+class Ready(MethodView):
+    @blp.response(200, ReadySchema)
+    @blp.alt_response(503, schema=ReadySchema, description="Redis is configured but unreachable")
+    def get(self) -> tuple[dict[str, Any], int]:
+        """Readiness: knowledge loaded, and Redis reachable or the in-process fallback in use"""
+        app_state = state()
+        knowledge = app_state.knowledge
+        cache = app_state.cache.health()
+        if cache["fallback"]:
+            cache["detail"] = "RIGHTSIZE_REDIS_URL is not set: running on the in-process cache"
+        elif cache["ok"]:
+            cache["detail"] = "Redis reachable"
+        else:
+            cache["detail"] = f"Redis unreachable: {cache.pop('error', '')}"
+        body = {
+            "status": "ready" if cache["ok"] else "not-ready",
+            "knowledge": {
+                "loaded": True,
+                "version": knowledge.version,
+                "counts": knowledge.stats(),
+                "unresolved_benchmark_rows": knowledge.unresolved,
+            },
+            "cache": cache,
+        }
+        return body, 200 if cache["ok"] else 503

@@ -1,0 +1,95 @@
+"""Settings from the environment: every key is ``RIGHTSIZE_<NAME>``.
+
+| variable | default | meaning |
+| --- | --- | --- |
+| ``RIGHTSIZE_REDIS_URL`` | unset | Redis (caches, traces, jobs, rate limits); unset: in-process |
+| ``RIGHTSIZE_KNOWLEDGE_DIR`` | ``knowledge/data`` in the package | knowledge files to load |
+| ``RIGHTSIZE_CACHE_TTL_S`` | ``86400`` | lifetime of cached results |
+| ``RIGHTSIZE_MEMORY_CACHE_ITEMS`` | ``2048`` | capacity of the in-process fallback cache |
+| ``RIGHTSIZE_REDIS_TIMEOUT_S`` | ``0.5`` | socket timeout when talking to Redis |
+| ``RIGHTSIZE_KEY_PREFIX`` | ``rightsize:`` | prefix of every Redis key the service writes |
+| ``RIGHTSIZE_LOG_LEVEL`` | ``INFO`` | |
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+PREFIX = "RIGHTSIZE_"
+
+
+class ConfigError(ValueError):
+    """A setting is missing or malformed; names the key."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        super().__init__(f"configuration {key}: {message}")
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise ValueError("must be > 0")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise ValueError("must be > 0")
+    return value
+
+
+def _redis_url(text: str) -> str | None:
+    if text == "":
+        return None
+    if not text.startswith(("redis://", "rediss://", "unix://")):
+        raise ValueError("must start with redis://, rediss:// or unix://")
+    return text
+
+
+def _level(text: str) -> str:
+    level = text.upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise ValueError("must be DEBUG, INFO, WARNING or ERROR")
+    return level
+
+
+# name -> (parser, default)
+SETTINGS: dict[str, tuple[Callable[[str], Any], Any]] = {
+    "REDIS_URL": (_redis_url, None),
+    "KNOWLEDGE_DIR": (str, None),
+    "CACHE_TTL_S": (_positive_int, 86400),
+    "MEMORY_CACHE_ITEMS": (_positive_int, 2048),
+    "REDIS_TIMEOUT_S": (_positive_float, 0.5),
+    "KEY_PREFIX": (str, "rightsize:"),
+    "LOG_LEVEL": (_level, "INFO"),
+}
+
+
+def load_settings(
+    overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Settings as ``RIGHTSIZE_<NAME>`` keys: defaults, then the environment, then overrides.
+
+    Overrides (the ``config`` given to ``create_app``) may use the short or the prefixed
+    name, are taken as already typed, and may carry other Flask settings too.
+    Raises :class:`ConfigError` naming the key.
+    """
+    env = os.environ if environ is None else environ
+    settings: dict[str, Any] = {}
+    for name, (parse, default) in SETTINGS.items():
+        key = PREFIX + name
+        raw = env.get(key)
+        if raw is None:
+            settings[key] = default
+            continue
+        try:
+            settings[key] = parse(raw)
+        except ValueError as exc:
+            raise ConfigError(key, f"{exc} (got {raw!r})") from None
+    for key, value in (overrides or {}).items():
+        settings[PREFIX + key if key in SETTINGS else key] = value
+    return settings

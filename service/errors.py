@@ -1,0 +1,134 @@
+"""The service's error tree and the one place where errors become HTTP responses.
+
+Every error body is RFC 9457 ``application/problem+json``: ``type``, ``title``,
+``status``, ``detail``, plus ``errors`` (one entry per bad field: where it was, which
+field, what was expected) and ``suggestions`` (close matches) where they apply.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from flask import Flask, Response, json
+from werkzeug.exceptions import HTTPException
+
+from knowledge import KnowledgeError, UnknownId
+
+PROBLEM_MIME = "application/problem+json"
+PROBLEM_BASE = "https://rightsize.readthedocs.io/problems/"
+log = logging.getLogger(__name__)
+
+
+class ApiError(Exception):
+    """Root of the errors a request can end in; subclasses set the status."""
+
+    status = 500
+    slug = "internal-error"
+    title = "Internal Server Error"
+
+    def __init__(self, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.extra = extra
+
+
+class NotFound(ApiError):
+    status, slug, title = 404, "not-found", "Not Found"
+
+    def __init__(self, kind: str, value: str, suggestions: list[str]) -> None:
+        hint = f"; close matches: {', '.join(suggestions)}" if suggestions else ""
+        super().__init__(f"no {kind} '{value}'{hint}", value=value, suggestions=suggestions)
+
+
+class InvalidInput(ApiError):
+    """A field holds a value the service cannot accept; says what was expected."""
+
+    status, slug, title = 422, "invalid-input", "Unprocessable Content"
+
+    def __init__(self, field: str, message: str, location: str = "json", value: Any = None) -> None:
+        super().__init__(
+            f"{field}: {message}",
+            errors=[{"location": location, "field": field, "message": message}],
+        )
+        self.value = value
+
+
+class PayloadTooLarge(ApiError):
+    status, slug, title = 413, "payload-too-large", "Content Too Large"
+
+
+class Unavailable(ApiError):
+    status, slug, title = 503, "unavailable", "Service Unavailable"
+
+
+def problem(status: int, title: str, detail: str, slug: str, **extra: Any) -> Response:
+    """A problem+json response."""
+    body = {"type": PROBLEM_BASE + slug, "title": title, "status": status, "detail": detail}
+    body.update({k: v for k, v in extra.items() if v is not None})
+    return Response(json.dumps(body), status=status, mimetype=PROBLEM_MIME)
+
+
+def from_api_error(error: ApiError) -> Response:
+    return problem(error.status, error.title, error.detail, error.slug, **error.extra)
+
+
+def from_http_exception(error: HTTPException) -> Response:
+    """Werkzeug / webargs HTTP errors; validation messages become ``errors`` entries."""
+    status = error.code or 500
+    data = getattr(error, "data", None) or {}
+    messages = data.get("errors") or data.get("messages")
+    errors = _field_errors(messages) if messages else None
+    detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors) if errors else None
+    detail = detail or data.get("message") or error.description or error.name
+    response = problem(status, error.name, detail, _slug(error.name), errors=errors)
+    for key, value in (data.get("headers") or {}).items():
+        response.headers[key] = value
+    if status == 405 and hasattr(error, "valid_methods") and error.valid_methods:
+        response.headers["Allow"] = ", ".join(error.valid_methods)
+    return response
+
+
+def from_knowledge_error(error: KnowledgeError) -> Response:
+    if isinstance(error, UnknownId):
+        return from_api_error(NotFound(error.kind, error.value, error.suggestions))
+    return from_unexpected(error)
+
+
+def from_unexpected(error: Exception) -> Response:
+    log.exception("unhandled error", exc_info=error)
+    return problem(500, "Internal Server Error", "an unexpected error occurred", "internal-error")
+
+
+def _field_errors(messages: Any) -> list[dict[str, str]]:
+    """webargs's ``{location: {field: [msg]}}`` as a flat list of field errors."""
+    out: list[dict[str, str]] = []
+
+    def walk(location: str, node: Any, path: str) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                walk(location, value, f"{path}.{key}" if path else str(key))
+        elif isinstance(node, list):
+            for item in node:
+                walk(location, item, path)
+        else:
+            out.append({"location": location, "field": path or "(body)", "message": str(node)})
+
+    if isinstance(messages, dict):
+        for location, node in messages.items():
+            walk(str(location), node, "")
+    else:
+        walk("request", messages, "")
+    return out
+
+
+def _slug(name: str) -> str:
+    return name.lower().replace(" ", "-")
+
+
+def init_app(app: Flask) -> None:
+    """Route every error through the problem renderers above."""
+    app.register_error_handler(ApiError, from_api_error)
+    app.register_error_handler(KnowledgeError, from_knowledge_error)
+    app.register_error_handler(HTTPException, from_http_exception)
+    app.register_error_handler(Exception, from_unexpected)

@@ -1,0 +1,30 @@
+"""Per-app state, kept in ``app.extensions['rightsize']`` (never in module globals)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from flask import Flask, current_app
+
+from knowledge import Knowledge
+from service.cache import Cache
+
+EXTENSION = "rightsize"
+
+
+@dataclass(frozen=True)
+class AppState:
+    knowledge: Knowledge
+    cache: Cache
+    settings: dict[str, Any]
+
+
+def attach(app: Flask, state: AppState) -> None:
+    app.extensions[EXTENSION] = state
+
+
+def state() -> AppState:
+    """The running app's state (inside a request or an app context)."""
+    result: AppState = current_app.extensions[EXTENSION]
+    return result

@@ -1,0 +1,66 @@
+"""Shared fixtures: the real knowledge base, a fresh app per test, a real Redis."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from flask import Flask
+from flask.testing import FlaskClient
+
+from knowledge import Knowledge, load_knowledge
+from service import create_app
+
+REDIS_URL = os.environ.get("RIGHTSIZE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def knowledge() -> Knowledge:
+    return load_knowledge()
+
+
+@pytest.fixture
+def app() -> Flask:
+    return create_app({"TESTING": True})
+
+
+@pytest.fixture
+def client(app: Flask) -> FlaskClient:
+    return app.test_client()
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """A real Redis server: the test command starts one; its absence is a failure, not a skip."""
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        pytest.fail(f"no Redis at {REDIS_URL} ({exc}); run the README's test command")
+    return REDIS_URL
+
+
+@pytest.fixture
+def redis_prefix(redis_url: str) -> Iterator[str]:
+    """A key prefix unique to the test; its keys are deleted afterwards (nothing else is)."""
+    prefix = f"rightsize-test:{uuid.uuid4().hex}:"
+    yield prefix
+    client = redis.Redis.from_url(redis_url)
+    keys = list(client.scan_iter(match=prefix + "*"))
+    if keys:
+        client.delete(*keys)
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """../shared/data, where CI keeps the raw public data; skip (saying so) where absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(
+            f"raw public data not found at {SHARED_DATA}; the project's own data covers this"
+        )
+    return SHARED_DATA
