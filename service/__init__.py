@@ -15,9 +15,11 @@ from flask import Flask
 from werkzeug.wrappers import Response
 
 from knowledge import load_knowledge
+from profiles.catalog import Catalog
 from service import api, errors
 from service.cache import make_cache
 from service.config import load_settings
+from service.engine.profiling import ProfileService
 from service.state import AppState, attach
 
 
@@ -34,7 +36,15 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         settings["RIGHTSIZE_REDIS_TIMEOUT_S"],
         settings["RIGHTSIZE_MEMORY_CACHE_ITEMS"],
     )
-    attach(app, AppState(knowledge=knowledge, cache=cache, settings=settings))
+    catalog = Catalog.load()
+    profiles = ProfileService(
+        catalog, cache, settings["RIGHTSIZE_CACHE_TTL_S"], settings["RIGHTSIZE_PROFILE_TIME_LIMIT_S"]
+    )
+    attach(
+        app,
+        AppState(knowledge=knowledge, cache=cache, settings=settings, catalog=catalog,
+                 profiles=profiles),  # fmt: skip
+    )
     errors.init_app(app)
     api.init_app(app)
 

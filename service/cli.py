@@ -88,3 +88,66 @@ def knowledge_derive(args: tuple[str, ...]) -> None:
     from knowledge.derive.__main__ import main as derive_main
 
     sys.exit(derive_main(list(args)))
+
+
+WORKLOAD_OPTIONS = (
+    ("--task", str), ("--method", str), ("--lora-rank", int), ("--batch-size", int),
+    ("--seq-len", int), ("--image-size", int), ("--prompt-tokens", int),
+    ("--output-tokens", int), ("--precision", str), ("--optimizer", str),
+    ("--activation-checkpointing", str), ("--attention", str), ("--dataset-samples", int),
+    ("--dataset-tokens", int), ("--epochs", float),
+)  # fmt: skip
+
+
+def _workload_options(command: Any) -> Any:
+    for flag, kind in reversed(WORKLOAD_OPTIONS):
+        command = click.option(flag, type=kind, default=None, help=f"workload {flag[2:]}")(command)
+    return command
+
+
+def _model_argument(model: str) -> dict[str, Any]:
+    """A catalog name, or a path to a config.json / family / layer-list JSON file."""
+    path = Path(model)
+    if path.suffix == ".json" and path.is_file():
+        import json
+
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if "model_type" in data:
+            return {"hf_config": data}
+        return dict(data)
+    return {"name": model}
+
+
+@main.command()
+@click.argument("model")
+@_workload_options
+@click.option("--json", "as_json", is_flag=True, help="print the API's JSON")
+@click.option("--time-limit", type=float, default=60.0, show_default=True)
+def profile(model: str, as_json: bool, time_limit: float, **options: Any) -> None:
+    """Profile MODEL (catalog name or a .json description) for a workload.
+
+    Example: rightsize profile llama-3-8b --task training --batch-size 8 --seq-len 4096
+    --precision bf16
+    """
+    import json
+
+    from marshmallow import ValidationError
+
+    from profiles import ProfileError
+    from profiles.catalog import Catalog
+    from profiles.description import resolve
+    from profiles.profile import profile as run_profile
+    from profiles.report import render
+    from profiles.workload import WorkloadSchema
+
+    raw = {k: v for k, v in options.items() if v is not None}
+    raw.setdefault("task", "training")
+    try:
+        workload = WorkloadSchema().load(raw)
+        result = run_profile(resolve(_model_argument(model), Catalog.load()), workload, time_limit)
+    except ValidationError as exc:
+        raise click.UsageError(f"workload: {exc.messages}") from None
+    except ProfileError as exc:
+        raise click.ClickException(str(exc)) from None
+    data = result.to_dict()
+    click.echo(json.dumps(data, indent=2) if as_json else render(data))

@@ -8,6 +8,7 @@
 | ``RIGHTSIZE_MEMORY_CACHE_ITEMS`` | ``2048`` | capacity of the in-process fallback cache |
 | ``RIGHTSIZE_REDIS_TIMEOUT_S`` | ``0.5`` | socket timeout when talking to Redis |
 | ``RIGHTSIZE_KEY_PREFIX`` | ``rightsize:`` | prefix of every Redis key the service writes |
+| ``RIGHTSIZE_PROFILE_TIME_LIMIT_S`` | ``20`` | a profile that counts longer is stopped (422) |
 | ``RIGHTSIZE_LOG_LEVEL`` | ``INFO`` | |
 """
 
@@ -65,6 +66,7 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any]] = {
     "MEMORY_CACHE_ITEMS": (_positive_int, 2048),
     "REDIS_TIMEOUT_S": (_positive_float, 0.5),
     "KEY_PREFIX": (str, "rightsize:"),
+    "PROFILE_TIME_LIMIT_S": (_positive_float, 20.0),
     "LOG_LEVEL": (_level, "INFO"),
 }
 

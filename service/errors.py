@@ -14,6 +14,7 @@ from flask import Flask, Response, json
 from werkzeug.exceptions import HTTPException
 
 from knowledge import KnowledgeError, UnknownId
+from profiles.errors import InvalidDescription, ProfileError, ProfileTooSlow, UnknownModel
 
 PROBLEM_MIME = "application/problem+json"
 PROBLEM_BASE = "https://rightsize.readthedocs.io/problems/"
@@ -54,6 +55,10 @@ class InvalidInput(ApiError):
         self.value = value
 
 
+class TooExpensive(ApiError):
+    status, slug, title = 422, "too-expensive", "Unprocessable Content"
+
+
 class PayloadTooLarge(ApiError):
     status, slug, title = 413, "payload-too-large", "Content Too Large"
 
@@ -81,7 +86,9 @@ def from_http_exception(error: HTTPException) -> Response:
     errors = _field_errors(messages) if messages else None
     detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors) if errors else None
     detail = detail or data.get("message") or error.description or error.name
-    response = problem(status, error.name, detail, _slug(error.name), errors=errors)
+    title, slug = (InvalidInput.title, InvalidInput.slug) if status == 422 else (
+        error.name, _slug(error.name))  # fmt: skip
+    response = problem(status, title, detail, slug, errors=errors)
     for key, value in (data.get("headers") or {}).items():
         response.headers[key] = value
     if status == 405 and hasattr(error, "valid_methods") and error.valid_methods:
@@ -92,6 +99,17 @@ def from_http_exception(error: HTTPException) -> Response:
 def from_knowledge_error(error: KnowledgeError) -> Response:
     if isinstance(error, UnknownId):
         return from_api_error(NotFound(error.kind, error.value, error.suggestions))
+    return from_unexpected(error)
+
+
+def from_profile_error(error: ProfileError) -> Response:
+    """Profiler errors: unknown catalog names are 404s, everything else the client's 422."""
+    if isinstance(error, UnknownModel):
+        return from_api_error(NotFound("model", error.name, error.suggestions))
+    if isinstance(error, InvalidDescription):
+        return from_api_error(InvalidInput(error.field, error.message, "json", error.value))
+    if isinstance(error, ProfileTooSlow):
+        return from_api_error(TooExpensive(str(error)))
     return from_unexpected(error)
 
 
@@ -130,5 +148,6 @@ def init_app(app: Flask) -> None:
     """Route every error through the problem renderers above."""
     app.register_error_handler(ApiError, from_api_error)
     app.register_error_handler(KnowledgeError, from_knowledge_error)
+    app.register_error_handler(ProfileError, from_profile_error)
     app.register_error_handler(HTTPException, from_http_exception)
     app.register_error_handler(Exception, from_unexpected)

@@ -8,7 +8,9 @@ from typing import Any
 from flask import Flask, current_app
 
 from knowledge import Knowledge
+from profiles.catalog import Catalog
 from service.cache import Cache
+from service.engine.profiling import ProfileService
 
 EXTENSION = "rightsize"
 
@@ -18,6 +20,8 @@ class AppState:
     knowledge: Knowledge
     cache: Cache
     settings: dict[str, Any]
+    catalog: Catalog
+    profiles: ProfileService
 
 
 def attach(app: Flask, state: AppState) -> None:

@@ -9,10 +9,12 @@ from flask import Blueprint as FlaskBlueprint
 from flask import Flask, send_from_directory
 from werkzeug.wrappers import Response
 
-from service.api import benchmarks, gpus, health, interconnects, offers
+from service.api import benchmarks, gpus, health, interconnects, models, offers, profiles
 from service.api.base import Api
 
-BLUEPRINTS = (health.blp, gpus.blp, interconnects.blp, offers.blp, benchmarks.blp)
+BLUEPRINTS = (
+    health.blp, gpus.blp, interconnects.blp, offers.blp, benchmarks.blp, models.blp, profiles.blp,
+)
 API_VERSION = "0.1.0"
 
 

@@ -27,7 +27,8 @@ class PageSchema(Schema):
     """Fields of every paginated response; subclasses add ``items``."""
 
     knowledge_version = fields.String(
-        metadata={"description": "content hash of the knowledge base the answer comes from"}
+        allow_none=True,
+        metadata={"description": "content hash of the knowledge base the answer comes from"},
     )
     total = fields.Integer(metadata={"description": "items matching the query, all pages"})
     page = fields.Integer()
@@ -40,7 +41,9 @@ def page_schema(item: type[Schema], name: str) -> type[Schema]:
     return type(name, (PageSchema,), {"items": fields.List(fields.Nested(item))})
 
 
-def paginate(items: Sequence[Any], args: dict[str, Any], version: str) -> dict[str, Any]:
+def paginate(items: Sequence[Any], args: dict[str, Any], version: str | None = None
+             ) -> dict[str, Any]:  # fmt: skip
+    """One page of ``items``; ``version``: the knowledge version the items come from."""
     page, size = args["page"], args["page_size"]
     start = (page - 1) * size
     return {

@@ -1,0 +1,122 @@
+"""The workload: what is done with the model. Field names are fixed (clients rely on them).
+
+``WorkloadSchema`` validates a JSON workload (unknown fields rejected) and returns a
+:class:`Workload` with every default filled in, so the profile states what it assumed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from marshmallow import Schema, ValidationError, fields, post_load, validate, validates_schema
+
+TASKS = ("training", "fine-tuning", "inference")
+METHODS = ("full", "lora", "qlora")
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4")
+OPTIMIZERS = ("adamw", "adam", "sgd", "sgd+momentum", "adafactor", "8-bit adam")
+CHECKPOINTING = ("none", "full", "selective")
+ATTENTION = ("flash", "materialized")
+MAX_SEQ_LEN = 10_000_000
+
+
+@dataclass(frozen=True)
+class Workload:
+    task: str
+    batch_size: int
+    precision: str
+    method: str | None = None
+    lora_rank: int | None = None
+    seq_len: int | None = None
+    image_size: int | None = None
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    optimizer: str | None = None
+    activation_checkpointing: str = "none"
+    attention: str = "flash"
+    dataset_samples: int | None = None
+    dataset_tokens: int | None = None
+    epochs: float = 1.0
+
+    @property
+    def trains(self) -> bool:
+        return self.task != "inference"
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _int(low: int, high: int, description: str) -> fields.Integer:
+    return fields.Integer(
+        validate=validate.Range(low, high), metadata={"description": description},
+        strict=True,
+    )  # fmt: skip
+
+
+class WorkloadSchema(Schema):
+    task = fields.String(required=True, validate=validate.OneOf(TASKS))
+    method = fields.String(
+        validate=validate.OneOf(METHODS),
+        metadata={"description": "fine-tuning only: full, lora or qlora (default full)"},
+    )
+    lora_rank = _int(1, 4096, "LoRA / QLoRA adapter rank (default 16)")
+    batch_size = _int(1, 1_000_000, "samples per step per GPU (data-parallel replica)")
+    seq_len = _int(1, MAX_SEQ_LEN, "tokens per sample (training and fine-tuning)")
+    image_size = _int(8, 16384, "input height and width in pixels (vision models)")
+    prompt_tokens = _int(1, MAX_SEQ_LEN, "inference: tokens in the prompt")
+    output_tokens = _int(0, MAX_SEQ_LEN, "inference: tokens generated")
+    precision = fields.String(
+        validate=validate.OneOf(PRECISIONS),
+        metadata={"description": "compute precision; bf16/fp16 mean mixed precision with "
+                  "fp32 master weights when training (default bf16)"},
+    )  # fmt: skip
+    optimizer = fields.String(
+        validate=validate.OneOf(OPTIMIZERS), metadata={"description": "default adamw"}
+    )
+    activation_checkpointing = fields.String(validate=validate.OneOf(CHECKPOINTING))
+    attention = fields.String(
+        validate=validate.OneOf(ATTENTION),
+        metadata={"description": "flash (fused, the default) or materialized scores"},
+    )
+    dataset_samples = _int(1, 10**15, "samples in the dataset (for time and cost to train)")
+    dataset_tokens = _int(1, 10**16, "tokens in the dataset (alternative to dataset_samples)")
+    epochs = fields.Float(validate=validate.Range(min=0, min_inclusive=False, max=1e6))
+
+    @validates_schema
+    def _coherent(self, data: dict[str, Any], **_: Any) -> None:
+        task = data.get("task")
+        training = task in ("training", "fine-tuning")
+        errors: dict[str, str] = {}
+        if "batch_size" not in data:
+            errors["batch_size"] = "Missing data for required field."
+        if task != "fine-tuning" and ("method" in data or "lora_rank" in data):
+            errors["method" if "method" in data else "lora_rank"] = "only for task fine-tuning"
+        if "lora_rank" in data and data.get("method") not in ("lora", "qlora"):
+            errors["lora_rank"] = "needs method lora or qlora"
+        if training:
+            for name in ("prompt_tokens", "output_tokens"):
+                if name in data:
+                    errors[name] = "only for task inference (use seq_len)"
+            if data.get("precision") in ("int8", "int4"):
+                errors["precision"] = "int8 and int4 are inference precisions"
+        else:
+            for name in ("seq_len", "optimizer", "activation_checkpointing", "dataset_samples",
+                         "dataset_tokens", "epochs"):  # fmt: skip
+                if name in data:
+                    errors[name] = "not used for inference"
+        if "dataset_samples" in data and "dataset_tokens" in data:
+            errors["dataset_tokens"] = "give dataset_samples or dataset_tokens, not both"
+        if errors:
+            raise ValidationError(errors)
+
+    @post_load
+    def _make(self, data: dict[str, Any], **_: Any) -> Workload:
+        if data["task"] != "inference":
+            data.setdefault("optimizer", "adamw")
+            data.setdefault("epochs", 1.0)
+        if data["task"] == "fine-tuning":
+            data.setdefault("method", "full")
+            if data["method"] != "full":
+                data.setdefault("lora_rank", 16)
+        data.setdefault("precision", "bf16")
+        return Workload(**data)

@@ -1,0 +1,50 @@
+"""``/v1/models``: the named model catalog."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask.views import MethodView
+from marshmallow import Schema, fields
+
+from service.api.base import Blueprint
+from service.api.pagination import PageQuerySchema, page_schema, paginate
+from service.state import state
+
+blp = Blueprint("models", __name__, url_prefix="/v1/models", description="The model catalog")
+
+
+class ModelSchema(Schema):
+    name = fields.String()
+    aliases = fields.List(fields.String())
+    family = fields.String()
+    parameters = fields.Integer(allow_none=True,
+                                metadata={"description": "published parameter count"})  # fmt: skip
+    source = fields.String()
+    as_of = fields.String()
+    notes = fields.String(allow_none=True, metadata={"description": "what is approximated"})
+
+
+class ModelDetailSchema(ModelSchema):
+    description = fields.Dict(metadata={"description": "the description the catalog resolves to"})
+
+
+@blp.route("")
+class Models(MethodView):
+    @blp.arguments(PageQuerySchema, location="query")
+    @blp.response(200, page_schema(ModelSchema, "ModelPage"))
+    @blp.problem(422)
+    def get(self, args: dict[str, Any]) -> dict[str, Any]:
+        """List the catalog's models, a page at a time"""
+        entries = sorted(state().catalog.entries.values(), key=lambda e: e.name)
+        return paginate([e.summary() for e in entries], args)
+
+
+@blp.route("/<string:name>")
+class ModelByName(MethodView):
+    @blp.response(200, ModelDetailSchema)
+    @blp.problem(404)
+    def get(self, name: str) -> dict[str, Any]:
+        """One catalog model, by name or alias (404 lists close matches)"""
+        entry = state().catalog.get(name)
+        return {**entry.summary(), "description": entry.description}

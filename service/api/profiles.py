@@ -1,0 +1,100 @@
+"""``/v1/profiles``: what a workload needs (FLOPs, bytes, memory), before any hardware."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask.views import MethodView
+from marshmallow import Schema, fields
+
+from profiles.workload import WorkloadSchema
+from service.api.base import Blueprint
+from service.errors import NotFound
+from service.state import state
+
+blp = Blueprint("profiles", __name__, url_prefix="/v1/profiles",
+                description="Workload profiles")  # fmt: skip
+
+MODEL_DESCRIPTION = (
+    "One of: {\"name\": \"llama-3-8b\"} (a catalog name or alias, see /v1/models); "
+    "{\"hf_config\": {...}} (a Hugging Face config.json as is); {\"family\": \"transformer\" | "
+    "\"resnet\" | \"vit\" | \"efficientnet\" | \"cnn\" | \"unet\", ...} (a parametric family); "
+    "or {\"layers\": [...], \"input_shape\": [...]} (a layer list)."
+)
+
+
+class ProfileRequestSchema(Schema):
+    model = fields.Dict(required=True, metadata={"description": MODEL_DESCRIPTION})
+    workload = fields.Nested(WorkloadSchema, required=True)
+
+
+class CostSchema(Schema):
+    flops = fields.Float()
+    bytes_read = fields.Float()
+    bytes_written = fields.Float()
+    arithmetic_intensity = fields.Float(allow_none=True,
+                                        metadata={"description": "FLOPs per byte moved"})  # fmt: skip
+
+
+class KindCostSchema(CostSchema):
+    phase = fields.String(metadata={"description": "forward, backward, optimizer, prefill, "
+                                    "decode-first, decode-last"})  # fmt: skip
+    kind = fields.String(metadata={"description": "matmul, attention, convolution, elementwise, "
+                                   "normalisation, reduction, embedding, communication"})  # fmt: skip
+
+
+class MemorySchema(Schema):
+    parameters_bytes = fields.Float()
+    gradients_bytes = fields.Float()
+    optimizer_states_bytes = fields.Float()
+    master_weights_bytes = fields.Float(metadata={"description": "fp32 copies (mixed precision)"})
+    activations_bytes = fields.Float(
+        metadata={"description": "saved for backward, deduplicated by storage, no parameters"}
+    )
+    kv_cache_bytes = fields.Float()
+    temporary_peak_bytes = fields.Float(
+        metadata={"description": "transient memory above the activations at the step's peak"}
+    )
+    runtime_overhead_bytes = fields.Float(metadata={"description": "stated: see assumptions"})
+    total_bytes = fields.Float(metadata={"description": "per replica (one GPU, no sharding)"})
+
+
+class ProfileSchema(Schema):
+    profile_id = fields.String(metadata={"description": "content hash of the request"})
+    profiler_version = fields.String()
+    cached = fields.Boolean(metadata={"description": "served from the cache"})
+    model = fields.Dict(metadata={"description": "resolved model: name, family, spec, counts"})
+    workload = fields.Dict(metadata={"description": "the workload with every default filled in"})
+    samples_per_step = fields.Integer()
+    tokens_per_step = fields.Integer()
+    flops = fields.Dict(keys=fields.String(), values=fields.Float(allow_none=True))
+    phases = fields.Dict(keys=fields.String(), values=fields.Nested(CostSchema))
+    by_kind = fields.List(fields.Nested(KindCostSchema))
+    memory = fields.Nested(MemorySchema)
+    dataset = fields.Dict(keys=fields.String(), values=fields.Float(allow_none=True))
+    assumptions = fields.List(fields.String())
+    seconds = fields.Float(metadata={"description": "time spent counting"})
+
+
+@blp.route("")
+class Profiles(MethodView):
+    @blp.arguments(ProfileRequestSchema)
+    @blp.response(200, ProfileSchema)
+    @blp.problem(404)
+    @blp.problem(422)
+    def post(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Profile a workload: FLOPs, bytes moved and memory of one step"""
+        result, cached = state().profiles.profile(body["model"], body["workload"])
+        return {**result, "cached": cached}
+
+
+@blp.route("/<string:profile_id>")
+class ProfileById(MethodView):
+    @blp.response(200, ProfileSchema)
+    @blp.problem(404)
+    def get(self, profile_id: str) -> dict[str, Any]:
+        """A profile made earlier (kept for RIGHTSIZE_CACHE_TTL_S)"""
+        result = state().profiles.get(profile_id)
+        if result is None:
+            raise NotFound("profile", profile_id, [])
+        return {**result, "cached": True}

@@ -1,0 +1,1 @@
+"""The engine: plain Python between the API and the profiler / knowledge (no Flask)."""

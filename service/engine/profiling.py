@@ -1,0 +1,46 @@
+"""Profiles on demand: resolve the description, serve from the cache or count, store.
+
+The cache key is the profile id (a content hash of the resolved model, the workload and
+the profiler version), so equal requests however spelled (a catalog name and the same
+model given as a family) share one entry.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from profiles.catalog import Catalog
+from profiles.description import ResolvedModel, resolve
+from profiles.profile import profile, profile_id
+from profiles.workload import Workload
+from service.cache import Cache
+
+PREFIX = "profile:"
+
+
+@dataclass
+class ProfileService:
+    catalog: Catalog
+    cache: Cache
+    ttl_s: int
+    time_limit_s: float
+
+    def resolve(self, model: Any) -> ResolvedModel:
+        return resolve(model, self.catalog)
+
+    def profile(self, model: Any, workload: Workload) -> tuple[dict[str, Any], bool]:
+        """The profile as JSON-ready data, and whether it came from the cache."""
+        resolved = self.resolve(model)
+        key = PREFIX + profile_id(resolved, workload)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return json.loads(hit), True
+        result = profile(resolved, workload, self.time_limit_s).to_dict()
+        self.cache.set(key, json.dumps(result).encode(), self.ttl_s)
+        return result, False
+
+    def get(self, ident: str) -> dict[str, Any] | None:
+        hit = self.cache.get(PREFIX + ident)
+        return json.loads(hit) if hit is not None else None
