@@ -65,19 +65,36 @@ class LambdaRowSchema(_BenchmarkRowSchema):
     @post_load
     def _make(self, data: dict[str, Any], **_: Any) -> records.Benchmark:
         return records.Benchmark(
-            kind=self.KIND, suite=data["suite"], workload=data["workload"], gpu=data["gpu"],
-            gpu_id=None, gpu_count=data["gpu_count"], precision=data["precision"],
-            batch_size_per_gpu=data["batch_size_per_gpu"], metric="throughput",
-            value=data["throughput"], unit=data["throughput_unit"], system=data["system"],
-            source=data["source"], as_of=data["as_of"], note=data["note"],
+            kind=self.KIND,
+            suite=data["suite"],
+            workload=data["workload"],
+            gpu=data["gpu"],
+            gpu_id=None,
+            gpu_count=data["gpu_count"],
+            precision=data["precision"],
+            batch_size_per_gpu=data["batch_size_per_gpu"],
+            metric="throughput",
+            value=data["throughput"],
+            unit=data["throughput_unit"],
+            system=data["system"],
+            source=data["source"],
+            as_of=data["as_of"],
+            note=data["note"],
             details=self._details(data),
-        )  # fmt: skip
+        )
 
 
 class MlperfTrainingRowSchema(_BenchmarkRowSchema):
     KIND = "time-to-train"
-    DETAILS = ("division", "availability", "submitter", "nodes", "framework",
-               "global_batch_size", "samples_to_converge")  # fmt: skip
+    DETAILS = (
+        "division",
+        "availability",
+        "submitter",
+        "nodes",
+        "framework",
+        "global_batch_size",
+        "samples_to_converge",
+    )
 
     round = fields.String(required=True, validate=validate.Regexp(r"^v\d+\.\d+$"))
     division = fields.String(required=True, validate=validate.OneOf(["closed", "open"]))
@@ -94,13 +111,23 @@ class MlperfTrainingRowSchema(_BenchmarkRowSchema):
     def _make(self, data: dict[str, Any], **_: Any) -> records.Benchmark:
         gbs = data["global_batch_size"]
         return records.Benchmark(
-            kind=self.KIND, suite=f"mlperf-training-{data['round']}", workload=data["workload"],
-            gpu=data["gpu"], gpu_id=None, gpu_count=data["gpu_count"], precision=None,
-            batch_size_per_gpu=gbs / data["gpu_count"] if gbs else None, metric="time_to_train",
-            value=data["time_to_train_minutes"], unit="minutes", system=data["system"],
-            source=data["source"], as_of=data["as_of"], note=data["note"],
+            kind=self.KIND,
+            suite=f"mlperf-training-{data['round']}",
+            workload=data["workload"],
+            gpu=data["gpu"],
+            gpu_id=None,
+            gpu_count=data["gpu_count"],
+            precision=None,
+            batch_size_per_gpu=gbs / data["gpu_count"] if gbs else None,
+            metric="time_to_train",
+            value=data["time_to_train_minutes"],
+            unit="minutes",
+            system=data["system"],
+            source=data["source"],
+            as_of=data["as_of"],
+            note=data["note"],
             details=self._details(data),
-        )  # fmt: skip
+        )
 
 
 class MlperfInferenceRowSchema(_BenchmarkRowSchema):
@@ -119,12 +146,23 @@ class MlperfInferenceRowSchema(_BenchmarkRowSchema):
     @post_load
     def _make(self, data: dict[str, Any], **_: Any) -> records.Benchmark:
         return records.Benchmark(
-            kind=self.KIND, suite=f"mlperf-inference-{data['round']}", workload=data["workload"],
-            gpu=data["gpu"], gpu_id=None, gpu_count=data["gpu_count"], precision=None,
-            batch_size_per_gpu=None, metric="throughput", value=data["throughput"],
-            unit=data["throughput_unit"], system=data["system"], source=data["source"],
-            as_of=data["as_of"], note=data["note"], details=self._details(data),
-        )  # fmt: skip
+            kind=self.KIND,
+            suite=f"mlperf-inference-{data['round']}",
+            workload=data["workload"],
+            gpu=data["gpu"],
+            gpu_id=None,
+            gpu_count=data["gpu_count"],
+            precision=None,
+            batch_size_per_gpu=None,
+            metric="throughput",
+            value=data["throughput"],
+            unit=data["throughput_unit"],
+            system=data["system"],
+            source=data["source"],
+            as_of=data["as_of"],
+            note=data["note"],
+            details=self._details(data),
+        )
 
 
 class LlmOpRowSchema(_BenchmarkRowSchema):
@@ -144,12 +182,23 @@ class LlmOpRowSchema(_BenchmarkRowSchema):
     @post_load
     def _make(self, data: dict[str, Any], **_: Any) -> records.Benchmark:
         return records.Benchmark(
-            kind=self.KIND, suite="vidur", workload=data["workload"], gpu=data["gpu"],
-            gpu_id=None, gpu_count=1, precision=data["dtype"], batch_size_per_gpu=None,
-            metric="op_time", value=data["median_ms"], unit="ms",
-            system=f"vidur {data['model']} {data['op']}", source=data["source"],
-            as_of=data["as_of"], note=data["note"], details=self._details(data),
-        )  # fmt: skip
+            kind=self.KIND,
+            suite="vidur",
+            workload=data["workload"],
+            gpu=data["gpu"],
+            gpu_id=None,
+            gpu_count=1,
+            precision=data["dtype"],
+            batch_size_per_gpu=None,
+            metric="op_time",
+            value=data["median_ms"],
+            unit="ms",
+            system=f"vidur {data['model']} {data['op']}",
+            source=data["source"],
+            as_of=data["as_of"],
+            note=data["note"],
+            details=self._details(data),
+        )
 
 
 BENCHMARK_TABLES: dict[str, type[_BenchmarkRowSchema]] = {

@@ -34,9 +34,13 @@ from knowledge.schemas import (
 )
 
 REQUIRED_FILES = (
-    "interconnects.yaml", "offers.csv", "offer_prices.csv", "onprem.yaml", "workloads.yaml",
+    "interconnects.yaml",
+    "offers.csv",
+    "offer_prices.csv",
+    "onprem.yaml",
+    "workloads.yaml",
     *BENCHMARK_TABLES,
-)  # fmt: skip
+)
 
 
 def default_root() -> Path:

@@ -16,9 +16,25 @@ ID = validate.Regexp(
     r"^[a-z0-9][a-z0-9.]*(-[a-z0-9.]+)*$", error="must be lowercase and hyphenated"
 )
 ARCHITECTURES = (
-    "kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell",
-    "vega", "rdna1", "rdna2", "rdna3", "rdna4", "cdna1", "cdna2", "cdna3", "cdna4",
-)  # fmt: skip
+    "kepler",
+    "maxwell",
+    "pascal",
+    "volta",
+    "turing",
+    "ampere",
+    "ada",
+    "hopper",
+    "blackwell",
+    "vega",
+    "rdna1",
+    "rdna2",
+    "rdna3",
+    "rdna4",
+    "cdna1",
+    "cdna2",
+    "cdna3",
+    "cdna4",
+)
 MEMORY_TYPES = ("GDDR5", "GDDR5X", "GDDR6", "GDDR6X", "GDDR7", "HBM2", "HBM2e", "HBM3", "HBM3e")
 
 
@@ -34,8 +50,11 @@ def _rate(**kw: Any) -> fields.Float:
 
 
 def _sources() -> fields.List:
-    return fields.List(fields.String(validate=validate.Length(min=3)), required=True,
-                       validate=validate.Length(min=1))  # fmt: skip
+    return fields.List(
+        fields.String(validate=validate.Length(min=3)),
+        required=True,
+        validate=validate.Length(min=1),
+    )
 
 
 class GpuSchema(Schema):
@@ -79,9 +98,10 @@ class GpuSchema(Schema):
     datacenter_use_allowed = fields.Boolean(required=True)
     price_usd = _number(0, 1_000_000, low_inclusive=False, required=True, allow_none=True)
     price_kind = fields.String(
-        required=True, allow_none=True,
+        required=True,
+        allow_none=True,
         validate=validate.OneOf(["msrp", "list", "street", "estimate"]),
-    )  # fmt: skip
+    )
     price_as_of = fields.Date(required=True, allow_none=True)
     sources = _sources()
     as_of = fields.Date(required=True)

@@ -22,8 +22,18 @@ from profiles.models.stacks import TransformerModel
 from profiles.models.transformer import StepContext
 from profiles.runnable import Runnable, TransformerRunnable
 
-_INIT_FUNCTIONS = ("kaiming_uniform_", "kaiming_normal_", "uniform_", "normal_", "zeros_",
-                   "ones_", "trunc_normal_", "xavier_uniform_", "xavier_normal_", "constant_")  # fmt: skip
+_INIT_FUNCTIONS = (
+    "kaiming_uniform_",
+    "kaiming_normal_",
+    "uniform_",
+    "normal_",
+    "zeros_",
+    "ones_",
+    "trunc_normal_",
+    "xavier_uniform_",
+    "xavier_normal_",
+    "constant_",
+)
 
 
 @contextlib.contextmanager
@@ -69,8 +79,9 @@ BUILDERS: dict[str, Builder] = {
 }
 
 
-def build(model: ResolvedModel, dtype: torch.dtype, deadline: float | None = None,
-          limit_s: float = 0.0) -> Runnable:  # fmt: skip
+def build(
+    model: ResolvedModel, dtype: torch.dtype, deadline: float | None = None, limit_s: float = 0.0
+) -> Runnable:
     """The model on the meta device, with parameters in ``dtype``."""
     if model.family not in BUILDERS:
         from profiles.models.registry import SPECIAL_BUILDERS
@@ -79,9 +90,7 @@ def build(model: ResolvedModel, dtype: torch.dtype, deadline: float | None = Non
     else:
         builder = BUILDERS[model.family]
     guard = _Deadline(deadline, limit_s)
-    hook = nn.modules.module.register_module_module_registration_hook(
-        lambda *_: guard.check()
-    )
+    hook = nn.modules.module.register_module_module_registration_hook(lambda *_: guard.check())
     try:
         with no_init():
             return builder(model.spec, dtype)

@@ -9,6 +9,7 @@ punctuation and dropping an ``org/`` prefix: ``meta-llama/Llama-2-7b-hf`` finds
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib.resources
 import re
 from dataclasses import dataclass, replace
@@ -38,9 +39,15 @@ class CatalogEntry:
     model: ResolvedModel
 
     def summary(self) -> dict[str, Any]:
-        return {"name": self.name, "aliases": list(self.aliases), "family": self.model.family,
-                "parameters": self.parameters, "source": self.source, "as_of": self.as_of,
-                "notes": self.notes}  # fmt: skip
+        return {
+            "name": self.name,
+            "aliases": list(self.aliases),
+            "family": self.model.family,
+            "parameters": self.parameters,
+            "source": self.source,
+            "as_of": self.as_of,
+            "notes": self.notes,
+        }
 
 
 class CatalogError(ProfileError):
@@ -62,13 +69,13 @@ class Catalog:
 
     @classmethod
     def load(cls, root: Path | None = None) -> Catalog:
+        """The catalog in ``root`` (default: the package's), validated; memoised by content."""
         folder = root or Path(str(importlib.resources.files("profiles") / "data"))
-        entries = []
-        for path in sorted(folder.glob("catalog*.yaml")):
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-            for i, raw in enumerate(data or []):
-                entries.append(_entry(raw, f"{path.name}, entry {i + 1}"))
-        return cls(entries)
+        texts = tuple(
+            (path.name, path.read_text(encoding="utf-8"))
+            for path in sorted(folder.glob("catalog*.yaml"))
+        )
+        return _load(texts)
 
     def get(self, name: str) -> CatalogEntry:
         found = self._index.get(fold(name))
@@ -87,6 +94,15 @@ class Catalog:
         return list(dict.fromkeys(names))[:limit]
 
 
+@functools.lru_cache(maxsize=4)
+def _load(texts: tuple[tuple[str, str], ...]) -> Catalog:
+    entries = []
+    for name, text in texts:
+        for i, raw in enumerate(yaml.safe_load(text) or []):
+            entries.append(_entry(raw, f"{name}, entry {i + 1}"))
+    return Catalog(entries)
+
+
 def _entry(raw: Any, where: str) -> CatalogEntry:
     if not isinstance(raw, dict) or set(raw) - _FIELDS or not {"name", "description"} <= set(raw):
         raise CatalogError(f"{where}: expected the fields {sorted(_FIELDS)}")
@@ -96,7 +112,12 @@ def _entry(raw: Any, where: str) -> CatalogEntry:
         raise CatalogError(f"{where} ({raw['name']}): {exc}") from exc
     model = replace(model, name=raw["name"], source=raw.get("source"), notes=raw.get("notes"))
     return CatalogEntry(
-        name=raw["name"], aliases=tuple(raw.get("aliases", ())), description=raw["description"],
-        parameters=raw.get("parameters"), source=raw.get("source", ""),
-        as_of=str(raw.get("as_of", "")), notes=raw.get("notes"), model=model,
-    )  # fmt: skip
+        name=raw["name"],
+        aliases=tuple(raw.get("aliases", ())),
+        description=raw["description"],
+        parameters=raw.get("parameters"),
+        source=raw.get("source", ""),
+        as_of=str(raw.get("as_of", "")),
+        notes=raw.get("notes"),
+        model=model,
+    )

@@ -27,8 +27,12 @@ def _mlp(spec: TransformerSpec) -> int:
 def layer_parameters(spec: TransformerSpec) -> int:
     d, hd = spec.hidden, spec.d_head
     qkv_bias = spec.bias or spec.qkv_bias
-    attn = (_linear(d, spec.heads * hd, qkv_bias) + _linear(d, spec.n_kv_heads * hd, qkv_bias and spec.k_bias)
-            + _linear(d, spec.n_kv_heads * hd, qkv_bias) + _linear(spec.heads * hd, d, spec.bias))  # fmt: skip
+    attn = (
+        _linear(d, spec.heads * hd, qkv_bias)
+        + _linear(d, spec.n_kv_heads * hd, qkv_bias and spec.k_bias)
+        + _linear(d, spec.n_kv_heads * hd, qkv_bias)
+        + _linear(spec.heads * hd, d, spec.bias)
+    )
     mlp = spec.moe_experts * _mlp(spec) + d * spec.moe_experts if spec.moe_experts else _mlp(spec)
     norms = (1 if spec.parallel_block else 2) + (2 if spec.norms_per_layer == 4 else 0)
     return attn + mlp + norms * _norm(spec)
@@ -67,7 +71,9 @@ def matmul_flops_per_token(spec: TransformerSpec) -> float:
     return 2.0 * (spec.layers * (attn + mlp) + head)
 
 
-def attention_flops(spec: TransformerSpec, batch: int, q_len: int, k_len: int, flash: bool) -> float:
+def attention_flops(
+    spec: TransformerSpec, batch: int, q_len: int, k_len: int, flash: bool
+) -> float:
     """Forward FLOPs of the score and value products over all layers (causal flash: half)."""
     full = 4.0 * batch * spec.heads * spec.d_head * q_len * k_len * spec.layers
     return full / 2 if (flash and spec.causal and q_len > 1) else full

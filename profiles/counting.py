@@ -24,49 +24,107 @@ from torch.utils.flop_counter import flop_registry
 aten = torch.ops.aten
 
 KINDS = (
-    "matmul", "attention", "convolution", "elementwise", "normalisation", "reduction",
-    "embedding", "communication",
-)  # fmt: skip
+    "matmul",
+    "attention",
+    "convolution",
+    "elementwise",
+    "normalisation",
+    "reduction",
+    "embedding",
+    "communication",
+)
 
 # Ops that only re-describe memory: no FLOPs, no traffic.
 _VIEWS = {
-    aten.view, aten._unsafe_view, aten.t, aten.transpose, aten.permute, aten.expand,
-    aten.as_strided, aten.slice, aten.select, aten.unsqueeze, aten.squeeze, aten.detach,
-    aten.alias, aten.split, aten.split_with_sizes, aten.unbind, aten.chunk, aten.reshape,
-    aten.lift_fresh, aten.view_as_real, aten.view_as_complex, aten.diagonal, aten.unfold,
-    aten._reshape_alias, aten.narrow,
-}  # fmt: skip
+    aten.view,
+    aten._unsafe_view,
+    aten.t,
+    aten.transpose,
+    aten.permute,
+    aten.expand,
+    aten.as_strided,
+    aten.slice,
+    aten.select,
+    aten.unsqueeze,
+    aten.squeeze,
+    aten.detach,
+    aten.alias,
+    aten.split,
+    aten.split_with_sizes,
+    aten.unbind,
+    aten.chunk,
+    aten.reshape,
+    aten.lift_fresh,
+    aten.view_as_real,
+    aten.view_as_complex,
+    aten.diagonal,
+    aten.unfold,
+    aten._reshape_alias,
+    aten.narrow,
+}
 _MATMUL = {aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten._scaled_mm}
 _ATTENTION = {
-    aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_flash_attention_backward,
+    aten._scaled_dot_product_flash_attention,
+    aten._scaled_dot_product_flash_attention_backward,
     aten._scaled_dot_product_efficient_attention,
     aten._scaled_dot_product_efficient_attention_backward,
     aten._scaled_dot_product_flash_attention_for_cpu,
     aten._scaled_dot_product_flash_attention_for_cpu_backward,
-}  # fmt: skip
+}
 _CAUSAL_FLASH = {
     aten._scaled_dot_product_flash_attention: 4,  # position of is_causal in the schema
     aten._scaled_dot_product_flash_attention_backward: 11,
 }
 _CONV = {aten.convolution, aten.convolution_backward, aten._convolution}
 _NORM = {
-    aten.native_layer_norm, aten.native_layer_norm_backward, aten.native_batch_norm,
-    aten.native_batch_norm_backward, aten._native_batch_norm_legit,
-    aten._native_batch_norm_legit_no_training, aten._native_batch_norm_legit_functional,
-    aten.native_group_norm, aten.native_group_norm_backward, aten._fused_rms_norm,
-    aten._fused_rms_norm_backward, aten.cudnn_batch_norm, aten.cudnn_batch_norm_backward,
-}  # fmt: skip
+    aten.native_layer_norm,
+    aten.native_layer_norm_backward,
+    aten.native_batch_norm,
+    aten.native_batch_norm_backward,
+    aten._native_batch_norm_legit,
+    aten._native_batch_norm_legit_no_training,
+    aten._native_batch_norm_legit_functional,
+    aten.native_group_norm,
+    aten.native_group_norm_backward,
+    aten._fused_rms_norm,
+    aten._fused_rms_norm_backward,
+    aten.cudnn_batch_norm,
+    aten.cudnn_batch_norm_backward,
+}
 _REDUCTION = {
-    aten.sum, aten.mean, aten.amax, aten.amin, aten.max, aten.min, aten._softmax,
-    aten._softmax_backward_data, aten._log_softmax, aten._log_softmax_backward_data,
-    aten.nll_loss_forward, aten.nll_loss_backward, aten.argmax, aten.topk, aten.var_mean,
-    aten.norm, aten.linalg_vector_norm, aten.cumsum, aten.sort,
-}  # fmt: skip
+    aten.sum,
+    aten.mean,
+    aten.amax,
+    aten.amin,
+    aten.max,
+    aten.min,
+    aten._softmax,
+    aten._softmax_backward_data,
+    aten._log_softmax,
+    aten._log_softmax_backward_data,
+    aten.nll_loss_forward,
+    aten.nll_loss_backward,
+    aten.argmax,
+    aten.topk,
+    aten.var_mean,
+    aten.norm,
+    aten.linalg_vector_norm,
+    aten.cumsum,
+    aten.sort,
+}
 _EMBEDDING = {
-    aten.embedding, aten.embedding_dense_backward, aten.index_select, aten.gather,
-    aten.scatter_add, aten.index_add, aten.index, aten.index_put, aten._embedding_bag,
-    aten._embedding_bag_backward, aten._embedding_bag_dense_backward,
-}  # fmt: skip
+    aten.embedding,
+    aten.embedding_dense_backward,
+    aten.index_select,
+    aten.gather,
+    aten.scatter_add,
+    aten.index_add,
+    aten.index,
+    aten.index_put,
+    aten._embedding_bag,
+    aten._embedding_bag_backward,
+    aten._embedding_bag_dense_backward,
+}
 # Per-element FLOPs charged to ops that FLOP formulas do not cover (a stated approximation).
 _PER_ELEMENT = {"normalisation": 5.0, "reduction": 2.0, "elementwise": 1.0, "embedding": 0.0}
 _NO_WORK = {aten.empty, aten.empty_like, aten.empty_strided, aten.new_empty, aten.zeros_like}
@@ -76,9 +134,13 @@ def classify(func: Any) -> str:
     """The kind of an aten op (by overload packet)."""
     packet = func._overloadpacket
     for kind, ops in (
-        ("matmul", _MATMUL), ("attention", _ATTENTION), ("convolution", _CONV),
-        ("normalisation", _NORM), ("reduction", _REDUCTION), ("embedding", _EMBEDDING),
-    ):  # fmt: skip
+        ("matmul", _MATMUL),
+        ("attention", _ATTENTION),
+        ("convolution", _CONV),
+        ("normalisation", _NORM),
+        ("reduction", _REDUCTION),
+        ("embedding", _EMBEDDING),
+    ):
         if packet in ops:
             return kind
     return "elementwise"
@@ -164,8 +226,9 @@ class StepCounter(TorchDispatchMode):
         self._follow(outputs)
         return out
 
-    def _charge(self, func: Any, packet: Any, args: Any, kwargs: Any, out: Any,
-                outputs: list[torch.Tensor]) -> None:  # fmt: skip
+    def _charge(
+        self, func: Any, packet: Any, args: Any, kwargs: Any, out: Any, outputs: list[torch.Tensor]
+    ) -> None:
         kind = classify(func)
         total = self.totals[(self.phase, kind)]
         total.ops += 1
@@ -210,8 +273,9 @@ class StepCounter(TorchDispatchMode):
         entry = self._live.get(t.untyped_storage()._cdata)
         return entry[0] if entry else None
 
-    def live_curve(self, exclude: set[int], start: str | None = None, end: str | None = None
-                   ) -> tuple[int, int]:  # fmt: skip
+    def live_curve(
+        self, exclude: set[int], start: str | None = None, end: str | None = None
+    ) -> tuple[int, int]:
         """(live bytes at ``end``, peak live bytes between ``start`` and ``end``), leaving
         out the storages whose serials are in ``exclude`` (e.g. gradients)."""
         first = self.marks[start] if start else 0

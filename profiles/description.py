@@ -47,8 +47,9 @@ class _Strict(Schema):
 
 class TransformerFields(_Strict):
     family = fields.String(required=True)
-    arch = fields.String(load_default="decoder",
-                         validate=validate.OneOf(["decoder", "encoder", "encoder-decoder"]))  # fmt: skip
+    arch = fields.String(
+        load_default="decoder", validate=validate.OneOf(["decoder", "encoder", "encoder-decoder"])
+    )
     layers = _pos(MAX_LAYERS, required=True)
     decoder_layers = _pos(MAX_LAYERS, allow_none=True)
     hidden = _pos(MAX_WIDTH, required=True)
@@ -85,16 +86,18 @@ class TransformerFields(_Strict):
         heads, kv = data["heads"], data.get("kv_heads") or data["heads"]
         if data.get("head_dim") is None and data["hidden"] % heads:
             raise ValidationError(
-                f"hidden ({data['hidden']}) must be divisible by heads ({heads}), or give "
-                "head_dim", "hidden",
-            )  # fmt: skip
+                f"hidden ({data['hidden']}) must be divisible by heads ({heads}), or give head_dim",
+                "hidden",
+            )
         if heads % kv:
-            raise ValidationError(f"heads ({heads}) must be a multiple of kv_heads ({kv})",
-                                  "kv_heads")  # fmt: skip
+            raise ValidationError(
+                f"heads ({heads}) must be a multiple of kv_heads ({kv})", "kv_heads"
+            )
         experts, top_k = data.get("moe_experts", 0), data.get("moe_top_k", 0)
         if bool(experts) != bool(top_k) or top_k > experts:
-            raise ValidationError("with moe_experts, moe_top_k must be between 1 and moe_experts",
-                                  "moe_top_k")  # fmt: skip
+            raise ValidationError(
+                "with moe_experts, moe_top_k must be between 1 and moe_experts", "moe_top_k"
+            )
         if data.get("position") == "learned" and not data.get("max_positions"):
             raise ValidationError("learned positions need max_positions", "max_positions")
         if data.get("head") == "classifier" and not data.get("num_classes"):
@@ -103,7 +106,9 @@ class TransformerFields(_Strict):
 
 class ResNetFields(_Strict):
     family = fields.String(required=True)
-    depth = fields.Integer(required=True, strict=True, validate=validate.OneOf(sorted(RESNET_BLOCKS)))
+    depth = fields.Integer(
+        required=True, strict=True, validate=validate.OneOf(sorted(RESNET_BLOCKS))
+    )
     width = _pos(4096)
     num_classes = _pos(1_000_000)
     image_size = fields.Integer(strict=True, validate=validate.Range(32, 16384))
@@ -228,16 +233,18 @@ def resolve_family(data: dict[str, Any]) -> ResolvedModel:
 def resolve(model: Any, catalog: Any) -> ResolvedModel:
     """Any accepted model description → :class:`ResolvedModel`."""
     if not isinstance(model, dict):
-        raise InvalidDescription("model", "must be an object: {name}, {hf_config}, {family} "
-                                 "or {layers, input_shape}")  # fmt: skip
+        raise InvalidDescription(
+            "model", "must be an object: {name}, {hf_config}, {family} or {layers, input_shape}"
+        )
     given = [k for k in ("name", "hf_config", "family") if k in model]
     if "family" not in given and isinstance(model.get("layers"), list):
         given.append("layers")
     if len(given) != 1:
         raise InvalidDescription(
-            "model", "give exactly one of name, hf_config, family or a layers list"
-            + (f" (got {', '.join(given)})" if given else "")
-        )  # fmt: skip
+            "model",
+            "give exactly one of name, hf_config, family or a layers list"
+            + (f" (got {', '.join(given)})" if given else ""),
+        )
     if "name" in model:
         if set(model) != {"name"}:
             extra = sorted(set(model) - {"name"})

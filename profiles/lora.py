@@ -7,6 +7,8 @@ QLoRA's paper recommends), not on embeddings or output heads. The adapter path
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -20,7 +22,7 @@ class LoRALinear(nn.Module):
     def __init__(self, base: nn.Linear, rank: int) -> None:
         super().__init__()
         self.base = base
-        factory = {"device": base.weight.device, "dtype": base.weight.dtype}
+        factory: dict[str, Any] = {"device": base.weight.device, "dtype": base.weight.dtype}
         self.lora_a = nn.Parameter(torch.empty(rank, base.in_features, **factory))
         self.lora_b = nn.Parameter(torch.empty(base.out_features, rank, **factory))
         self.scale = 2.0  # alpha = 2 r, a common default; it only scales values

@@ -17,18 +17,24 @@ from typing import Any
 import torch
 
 from profiles.build import build
-from profiles.counting import KINDS, ProfileTimeout, Totals
+from profiles.counting import KINDS, ProfileTimeout
 from profiles.description import ResolvedModel
 from profiles.errors import InvalidDescription, ProfileTooSlow
 from profiles.lora import NF4_BYTES_PER_PARAMETER, apply_lora
 from profiles.runnable import Runnable
-from profiles.step import Measured, inference, phase_totals, train_step
+from profiles.step import Measured, inference, train_step
 from profiles.workload import Workload
 
 PROFILER_VERSION = "1"
-DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16,
-          "fp16": torch.float16, "fp8": torch.bfloat16, "int8": torch.float16,
-          "int4": torch.float16}  # fmt: skip
+DTYPES = {
+    "fp32": torch.float32,
+    "tf32": torch.float32,
+    "bf16": torch.bfloat16,
+    "fp16": torch.float16,
+    "fp8": torch.bfloat16,
+    "int8": torch.float16,
+    "int4": torch.float16,
+}
 # Stored bytes per weight for quantised inference (int4: group-128 fp16 scales).
 QUANTISED_BYTES = {"int8": 1.0, "int4": 0.5 + 2 / 128}
 CONTEXT_BYTES = 512 * 2**20
@@ -99,9 +105,15 @@ class Profile:
 def profile_id(model: ResolvedModel, workload: Workload) -> str:
     """Content hash of the canonical request (resolved model, workload) and profiler version."""
     canonical = json.dumps(
-        {"model": asdict(model.spec), "family": model.family, "workload": workload.as_dict(),
-         "version": PROFILER_VERSION}, sort_keys=True, default=str,
-    )  # fmt: skip
+        {
+            "model": asdict(model.spec),
+            "family": model.family,
+            "workload": workload.as_dict(),
+            "version": PROFILER_VERSION,
+        },
+        sort_keys=True,
+        default=str,
+    )
     return hashlib.sha256(canonical.encode()).hexdigest()[:24]
 
 
@@ -116,26 +128,33 @@ def check_compatible(model: ResolvedModel, workload: Workload) -> None:
         if getattr(workload, needed) is None:
             raise InvalidDescription(f"workload.{needed}", "required for this model and task")
         if not workload.trains and workload.output_tokens and spec.head != "lm":
-            raise InvalidDescription("workload.output_tokens",
-                                     "this model has no language-model head to generate with")  # fmt: skip
-        length = workload.seq_len if workload.trains else (
-            (workload.prompt_tokens or 0) + (workload.output_tokens or 0))  # fmt: skip
+            raise InvalidDescription(
+                "workload.output_tokens", "this model has no language-model head to generate with"
+            )
+        length = (
+            workload.seq_len
+            if workload.trains
+            else ((workload.prompt_tokens or 0) + (workload.output_tokens or 0))
+        )
         if spec.position == "learned" and length and length > spec.max_positions:
             field_name = "seq_len" if workload.trains else "prompt_tokens"
-            raise InvalidDescription(f"workload.{field_name}",
-                                     f"{length} tokens exceed the model's {spec.max_positions} "
-                                     "learned positions")  # fmt: skip
+            raise InvalidDescription(
+                f"workload.{field_name}",
+                f"{length} tokens exceed the model's {spec.max_positions} learned positions",
+            )
         return
     for name in ("seq_len", "prompt_tokens", "output_tokens"):
         if getattr(workload, name) is not None:
             raise InvalidDescription(f"workload.{name}", f"not used by a {model.family} model")
     if model.family == "vit" and workload.image_size not in (None, spec.image_size):
-        raise InvalidDescription("workload.image_size",
-                                 f"this ViT's position table is for {spec.image_size} px")  # fmt: skip
+        raise InvalidDescription(
+            "workload.image_size", f"this ViT's position table is for {spec.image_size} px"
+        )
 
 
-def _runnable(model: ResolvedModel, workload: Workload, deadline: float, limit_s: float
-              ) -> tuple[Runnable, dict[str, float]]:  # fmt: skip
+def _runnable(
+    model: ResolvedModel, workload: Workload, deadline: float, limit_s: float
+) -> tuple[Runnable, dict[str, float]]:
     runnable = build(model, DTYPES[workload.precision], deadline, limit_s)
     module = runnable.module
     counts = {"parameters": float(sum(p.numel() for p in module.parameters()))}
@@ -166,8 +185,9 @@ def _weights_bytes(runnable: Runnable, workload: Workload) -> tuple[float, float
 
 def _by_kind(measured: Measured, weight_factor: float) -> list[KindCost]:
     out = []
-    for (phase, kind), t in sorted(measured.totals.items(), key=lambda kv: (kv[0][0],
-                                   KINDS.index(kv[0][1]))):  # fmt: skip
+    for (phase, kind), t in sorted(
+        measured.totals.items(), key=lambda kv: (kv[0][0], KINDS.index(kv[0][1]))
+    ):
         if phase == "uncounted":
             continue
         read = t.bytes_read - t.weight_bytes_read * (1 - weight_factor)
@@ -192,8 +212,14 @@ def profile(model: ResolvedModel, workload: Workload, time_limit_s: float = 20.0
     return _assemble(model, workload, runnable, counts, measured, time.monotonic() - start)
 
 
-def _assemble(model: ResolvedModel, workload: Workload, runnable: Runnable,
-              counts: dict[str, float], measured: Measured, seconds: float) -> Profile:  # fmt: skip
+def _assemble(
+    model: ResolvedModel,
+    workload: Workload,
+    runnable: Runnable,
+    counts: dict[str, float],
+    measured: Measured,
+    seconds: float,
+) -> Profile:
     weights, factor = _weights_bytes(runnable, workload)
     by_kind = _by_kind(measured, factor)
     phases: dict[str, PhaseCost] = {}
@@ -217,18 +243,30 @@ def _assemble(model: ResolvedModel, workload: Workload, runnable: Runnable,
         runtime_overhead_bytes=CONTEXT_BYTES + FRAGMENTATION * transient,
     )
     model_info = {
-        "name": model.name, "family": model.family, "source": model.source,
-        "notes": model.notes, "spec": asdict(model.spec), **counts,
+        "name": model.name,
+        "family": model.family,
+        "source": model.source,
+        "notes": model.notes,
+        "spec": asdict(model.spec),
+        **counts,
         "active_parameters": _active_parameters(model, counts["parameters"]),
         "parameter_dtype": str(DTYPES[workload.precision]).removeprefix("torch."),
-    }  # fmt: skip
+    }
     return Profile(
-        profile_id=profile_id(model, workload), profiler_version=PROFILER_VERSION,
-        model=model_info, workload=workload.as_dict(), samples_per_step=samples,
-        tokens_per_step=tokens, flops=flops, phases=phases, by_kind=by_kind, memory=memory,
+        profile_id=profile_id(model, workload),
+        profiler_version=PROFILER_VERSION,
+        model=model_info,
+        workload=workload.as_dict(),
+        samples_per_step=samples,
+        tokens_per_step=tokens,
+        flops=flops,
+        phases=phases,
+        by_kind=by_kind,
+        memory=memory,
         dataset=_dataset(workload, flops, runnable.tokens_per_sample(workload)),
-        assumptions=assumptions(model, workload), seconds=round(seconds, 4),
-    )  # fmt: skip
+        assumptions=assumptions(model, workload),
+        seconds=round(seconds, 4),
+    )
 
 
 def _active_parameters(model: ResolvedModel, total: float) -> float:
@@ -241,27 +279,38 @@ def _active_parameters(model: ResolvedModel, total: float) -> float:
     return total - spec.layers * idle * per_expert
 
 
-def _flops_summary(workload: Workload, phases: dict[str, PhaseCost], samples: int,
-                   tokens: int) -> dict[str, float | None]:  # fmt: skip
+def _flops_summary(
+    workload: Workload, phases: dict[str, PhaseCost], samples: int, tokens: int
+) -> dict[str, float | None]:
     def f(name: str) -> float:
         return phases[name].flops if name in phases else 0.0
 
     if workload.trains:
         total = f("forward") + f("backward") + f("optimizer")
-        return {"forward": f("forward"), "backward": f("backward"), "optimizer": f("optimizer"),
-                "total": total, "per_sample": total / samples,
-                "per_token": total / tokens if tokens else None}  # fmt: skip
+        return {
+            "forward": f("forward"),
+            "backward": f("backward"),
+            "optimizer": f("optimizer"),
+            "total": total,
+            "per_sample": total / samples,
+            "per_token": total / tokens if tokens else None,
+        }
     output = workload.output_tokens or 0
     decode = (f("decode-first") + f("decode-last")) / 2 if output else 0.0
     total = f("prefill") + decode * output
     generated = samples * output
-    return {"prefill": f("prefill"), "decode_per_step": decode or None, "total": total,
-            "per_sample": total / samples,
-            "per_token": total / (tokens + generated) if tokens + generated else None}  # fmt: skip
+    return {
+        "prefill": f("prefill"),
+        "decode_per_step": decode or None,
+        "total": total,
+        "per_sample": total / samples,
+        "per_token": total / (tokens + generated) if tokens + generated else None,
+    }
 
 
-def _dataset(workload: Workload, flops: dict[str, float | None], tokens_per_sample: int
-             ) -> dict[str, float | None]:  # fmt: skip
+def _dataset(
+    workload: Workload, flops: dict[str, float | None], tokens_per_sample: int
+) -> dict[str, float | None]:
     samples: float | None = workload.dataset_samples
     if workload.dataset_tokens is not None:
         samples = workload.dataset_tokens / tokens_per_sample if tokens_per_sample else None
@@ -269,8 +318,11 @@ def _dataset(workload: Workload, flops: dict[str, float | None], tokens_per_samp
         return {"samples": None, "steps": None, "total_flops": None}
     epochs = workload.epochs
     per_sample = flops["per_sample"] or 0.0
-    return {"samples": samples, "steps": math.ceil(samples / workload.batch_size) * epochs,
-            "total_flops": per_sample * samples * epochs}  # fmt: skip
+    return {
+        "samples": samples,
+        "steps": math.ceil(samples / workload.batch_size) * epochs,
+        "total_flops": per_sample * samples * epochs,
+    }
 
 
 def assumptions(model: ResolvedModel, workload: Workload) -> list[str]:
@@ -278,41 +330,61 @@ def assumptions(model: ResolvedModel, workload: Workload) -> list[str]:
     out = []
     p = workload.precision
     if workload.trains and p in ("bf16", "fp16", "fp8"):
-        out.append(f"mixed precision: {'bf16' if p == 'fp8' else p} weights and gradients, "
-                   "fp32 master weights updated by the optimizer")  # fmt: skip
+        out.append(
+            f"mixed precision: {'bf16' if p == 'fp8' else p} weights and gradients, "
+            "fp32 master weights updated by the optimizer"
+        )
     if p == "fp8":
-        out.append("fp8: matrix multiplies run in fp8 (Transformer Engine style); the model is "
-                   "held in bf16, so bytes moved are those of bf16 tensors")  # fmt: skip
+        out.append(
+            "fp8: matrix multiplies run in fp8 (Transformer Engine style); the model is "
+            "held in bf16, so bytes moved are those of bf16 tensors"
+        )
     if p == "tf32":
         out.append("tf32: fp32 tensors, matrix multiplies on TF32 tensor cores")
     if p == "fp32":
-        out.append("fp32: full fp32 math; on Ampere and newer PyTorch may use TF32 for "
-                   "convolutions by default (cuDNN), not for matmuls")  # fmt: skip
+        out.append(
+            "fp32: full fp32 math; on Ampere and newer PyTorch may use TF32 for "
+            "convolutions by default (cuDNN), not for matmuls"
+        )
     if p in QUANTISED_BYTES:
-        out.append(f"{p}: weights stored at {QUANTISED_BYTES[p]:.3g} bytes each; activations "
-                   "and KV cache in fp16")  # fmt: skip
+        out.append(
+            f"{p}: weights stored at {QUANTISED_BYTES[p]:.3g} bytes each; activations "
+            "and KV cache in fp16"
+        )
     if workload.trains:
-        out.append(f"optimizer {workload.optimizer}: update accounted as one fused kernel per "
-                   "parameter (states in fp32; 8-bit Adam: one byte per state)")  # fmt: skip
+        out.append(
+            f"optimizer {workload.optimizer}: update accounted as one fused kernel per "
+            "parameter (states in fp32; 8-bit Adam: one byte per state)"
+        )
     if model.family == "transformer":
-        out.append("attention: " + ("flash (fused; causal blocks skipped, so half the FLOPs of "
-                   "the full score matrix)" if workload.attention == "flash" else
-                   "materialized score matrix (s² scores saved for backward)"))  # fmt: skip
+        out.append(
+            "attention: "
+            + (
+                "flash (fused; causal blocks skipped, so half the FLOPs of the full score matrix)"
+                if workload.attention == "flash"
+                else "materialized score matrix (s² scores saved for backward)"
+            )
+        )
         if model.spec.moe_experts:
             out.append("mixture of experts: tokens spread evenly over the experts")
     if workload.method == "qlora":
-        out.append("QLoRA: frozen base weights in NF4 with double quantisation "
-                   f"({NF4_BYTES_PER_PARAMETER:.4f} bytes each)")  # fmt: skip
+        out.append(
+            "QLoRA: frozen base weights in NF4 with double quantisation "
+            f"({NF4_BYTES_PER_PARAMETER:.4f} bytes each)"
+        )
     if workload.method in ("lora", "qlora"):
         out.append(f"LoRA rank {workload.lora_rank} on every linear layer inside the blocks")
-    out.append("elementwise FLOPs approximated: 1 per output element (norms 5, reductions 2); "
-               "matrix multiply, convolution and attention FLOPs are exact")  # fmt: skip
-    out.append(f"runtime overhead: {CONTEXT_BYTES // 2**20} MiB CUDA context and workspaces "
-               f"plus {FRAGMENTATION:.0%} allocator fragmentation on transient memory")  # fmt: skip
+    out.append(
+        "elementwise FLOPs approximated: 1 per output element (norms 5, reductions 2); "
+        "matrix multiply, convolution and attention FLOPs are exact"
+    )
+    out.append(
+        f"runtime overhead: {CONTEXT_BYTES // 2**20} MiB CUDA context and workspaces "
+        f"plus {FRAGMENTATION:.0%} allocator fragmentation on transient memory"
+    )
     if not workload.trains and (workload.output_tokens or 0) > 0:
-        out.append("decode: KV cache preallocated for prompt + output; per-step cost is the "
-                   "mean of the first and last step (it grows linearly with the context)")  # fmt: skip
+        out.append(
+            "decode: KV cache preallocated for prompt + output; per-step cost is the "
+            "mean of the first and last step (it grows linearly with the context)"
+        )
     return out
-
-
-__all__ = ["PROFILER_VERSION", "Profile", "profile", "profile_id", "Totals", "phase_totals"]

@@ -25,9 +25,12 @@ def render(profile: dict[str, Any]) -> str:
     model, workload, memory = profile["model"], profile["workload"], profile["memory"]
     lines = [
         f"{model['name'] or model['family']}: {si(model['parameters'])} parameters"
-        + (f" ({si(model['active_parameters'])} active)"
-           if model["active_parameters"] != model["parameters"] else "")
-        + f", {model['parameter_dtype']}",  # fmt: skip
+        + (
+            f" ({si(model['active_parameters'])} active)"
+            if model["active_parameters"] != model["parameters"]
+            else ""
+        )
+        + f", {model['parameter_dtype']}",
         "workload: " + ", ".join(f"{k}={v}" for k, v in workload.items() if v is not None),
         f"per step: {profile['samples_per_step']} samples, {profile['tokens_per_step']} tokens",
         "",

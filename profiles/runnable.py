@@ -30,8 +30,16 @@ class Runnable:
 
     def inputs(self, workload: Workload) -> tuple[Any, ...]:
         size = workload.image_size or self.image_size or 224
-        return (torch.empty(workload.batch_size, self.channels, size, size, device=META,
-                            dtype=next(self.module.parameters()).dtype),)  # fmt: skip
+        return (
+            torch.empty(
+                workload.batch_size,
+                self.channels,
+                size,
+                size,
+                device=META,
+                dtype=next(self.module.parameters()).dtype,
+            ),
+        )
 
     def loss(self, inputs: tuple[Any, ...], ctx: StepContext) -> torch.Tensor:
         logits = self.module(*inputs)
@@ -74,12 +82,15 @@ class TransformerRunnable(Runnable):
         batch = workload.batch_size
         if spec.audio_frontend:
             dtype = self.module.embed.weight.dtype
-            mel = torch.empty(batch, spec.audio_frontend, 2 * spec.encoder_positions,
-                              device=META, dtype=dtype)  # fmt: skip
+            mel = torch.empty(
+                batch, spec.audio_frontend, 2 * spec.encoder_positions, device=META, dtype=dtype
+            )
             return mel, self._tokens(batch, length)
         if spec.arch == "encoder-decoder":
             # training: as many target tokens as source tokens; generation starts from one
-            return self._tokens(batch, length), self._tokens(batch, length if workload.trains else 1)
+            return self._tokens(batch, length), self._tokens(
+                batch, length if workload.trains else 1
+            )
         return (self._tokens(batch, length),)
 
     def decoder_prompt(self, inputs: tuple[Any, ...]) -> int:

@@ -11,14 +11,16 @@ gradients and optimizer states, which are reported on their own lines.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
+
 import torch
+
 from profiles.counting import StepCounter, Totals
-from profiles.optimizers import update_cost
 from profiles.models.transformer import StepContext
+from profiles.optimizers import update_cost
 from profiles.runnable import Runnable
 from profiles.workload import Workload
+
 
 @dataclass
 class Measured:
@@ -40,8 +42,9 @@ def _nbytes(t: torch.Tensor) -> int:
     return int(t.untyped_storage().nbytes())
 
 
-def train_step(runnable: Runnable, workload: Workload, mixed: bool,
-               deadline: float | None) -> Measured:  # fmt: skip
+def train_step(
+    runnable: Runnable, workload: Workload, mixed: bool, deadline: float | None
+) -> Measured:
     """Forward and backward of one step, counted; the optimizer update by formula."""
     module = runnable.module
     params = [p for p in module.parameters() if p.requires_grad]
@@ -57,13 +60,15 @@ def train_step(runnable: Runnable, workload: Workload, mixed: bool,
         del loss
         counter.mark("end")
     grads = [p.grad for p in params if p.grad is not None]
-    exclude = {counter.serial(g) for g in grads} - {None}
+    exclude = {s for s in (counter.serial(g) for g in grads) if s is not None}
     activations, peak_forward = counter.live_curve(exclude, end="end-of-forward")
     _, peak_backward = counter.live_curve(exclude, start="end-of-forward", end="end")
     update = update_cost(params, workload.optimizer or "adamw", mixed)
     totals = dict(counter.totals)
     totals[("optimizer", "elementwise")] = Totals(
-        flops=update.flops, bytes_read=update.bytes_read, bytes_written=update.bytes_written,
+        flops=update.flops,
+        bytes_read=update.bytes_read,
+        bytes_written=update.bytes_written,
         ops=len(params),
     )
     return Measured(
@@ -97,8 +102,10 @@ def inference(runnable: Runnable, workload: Workload, deadline: float | None) ->
         del out, inputs
         counter.mark("end-of-prefill")
         if ctx.use_cache:
-            for phase, position in (("decode-first", decoder_prompt),
-                                    ("decode-last", decoder_prompt + output - 1)):  # fmt: skip
+            for phase, position in (
+                ("decode-first", decoder_prompt),
+                ("decode-last", decoder_prompt + output - 1),
+            ):
                 counter.phase = phase
                 ctx.position_offset = position
                 del_out = runnable.decode(workload.batch_size, ctx)
@@ -111,20 +118,3 @@ def inference(runnable: Runnable, workload: Workload, deadline: float | None) ->
         temporary_peak_bytes=max(peak - kv_bytes, 0),
         kv_cache_bytes=kv_bytes,
     )
-
-
-def elapsed(start: float) -> float:
-    return time.monotonic() - start
-
-
-def phase_totals(measured: Measured, phase: str) -> Totals:
-    out = Totals()
-    for (p, _kind), t in measured.totals.items():
-        if p == phase:
-            out.flops += t.flops
-            out.bytes_read += t.bytes_read
-            out.bytes_written += t.bytes_written
-            out.weight_bytes_read += t.weight_bytes_read
-            out.ops += t.ops
-    return out
-

@@ -48,9 +48,10 @@ class Workload:
 
 def _int(low: int, high: int, description: str) -> fields.Integer:
     return fields.Integer(
-        validate=validate.Range(low, high), metadata={"description": description},
+        validate=validate.Range(low, high),
+        metadata={"description": description},
         strict=True,
-    )  # fmt: skip
+    )
 
 
 class WorkloadSchema(Schema):
@@ -67,9 +68,11 @@ class WorkloadSchema(Schema):
     output_tokens = _int(0, MAX_SEQ_LEN, "inference: tokens generated")
     precision = fields.String(
         validate=validate.OneOf(PRECISIONS),
-        metadata={"description": "compute precision; bf16/fp16 mean mixed precision with "
-                  "fp32 master weights when training (default bf16)"},
-    )  # fmt: skip
+        metadata={
+            "description": "compute precision; bf16/fp16 mean mixed precision with "
+            "fp32 master weights when training (default bf16)"
+        },
+    )
     optimizer = fields.String(
         validate=validate.OneOf(OPTIMIZERS), metadata={"description": "default adamw"}
     )
@@ -100,8 +103,14 @@ class WorkloadSchema(Schema):
             if data.get("precision") in ("int8", "int4"):
                 errors["precision"] = "int8 and int4 are inference precisions"
         else:
-            for name in ("seq_len", "optimizer", "activation_checkpointing", "dataset_samples",
-                         "dataset_tokens", "epochs"):  # fmt: skip
+            for name in (
+                "seq_len",
+                "optimizer",
+                "activation_checkpointing",
+                "dataset_samples",
+                "dataset_tokens",
+                "epochs",
+            ):
                 if name in data:
                     errors[name] = "not used for inference"
         if "dataset_samples" in data and "dataset_tokens" in data:

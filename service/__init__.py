@@ -38,12 +38,16 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     )
     catalog = Catalog.load()
     profiles = ProfileService(
-        catalog, cache, settings["RIGHTSIZE_CACHE_TTL_S"], settings["RIGHTSIZE_PROFILE_TIME_LIMIT_S"]
+        catalog,
+        cache,
+        settings["RIGHTSIZE_CACHE_TTL_S"],
+        settings["RIGHTSIZE_PROFILE_TIME_LIMIT_S"],
     )
     attach(
         app,
-        AppState(knowledge=knowledge, cache=cache, settings=settings, catalog=catalog,
-                 profiles=profiles),  # fmt: skip
+        AppState(
+            knowledge=knowledge, cache=cache, settings=settings, catalog=catalog, profiles=profiles
+        ),
     )
     errors.init_app(app)
     api.init_app(app)

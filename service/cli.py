@@ -45,8 +45,13 @@ def serve(host: str, port: int, workers: int) -> None:
 
 
 @main.command()
-@click.option("--output", "-o", type=click.Path(path_type=Path), default=None,
-              help="file to write (default: print)")  # fmt: skip
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="file to write (default: print)",
+)
 def openapi(output: Path | None) -> None:
     """Write the OpenAPI document generated from the code (openapi.yaml)."""
     from service import create_app
@@ -91,12 +96,22 @@ def knowledge_derive(args: tuple[str, ...]) -> None:
 
 
 WORKLOAD_OPTIONS = (
-    ("--task", str), ("--method", str), ("--lora-rank", int), ("--batch-size", int),
-    ("--seq-len", int), ("--image-size", int), ("--prompt-tokens", int),
-    ("--output-tokens", int), ("--precision", str), ("--optimizer", str),
-    ("--activation-checkpointing", str), ("--attention", str), ("--dataset-samples", int),
-    ("--dataset-tokens", int), ("--epochs", float),
-)  # fmt: skip
+    ("--task", str),
+    ("--method", str),
+    ("--lora-rank", int),
+    ("--batch-size", int),
+    ("--seq-len", int),
+    ("--image-size", int),
+    ("--prompt-tokens", int),
+    ("--output-tokens", int),
+    ("--precision", str),
+    ("--optimizer", str),
+    ("--activation-checkpointing", str),
+    ("--attention", str),
+    ("--dataset-samples", int),
+    ("--dataset-tokens", int),
+    ("--epochs", float),
+)
 
 
 def _workload_options(command: Any) -> Any:

@@ -86,8 +86,11 @@ def from_http_exception(error: HTTPException) -> Response:
     errors = _field_errors(messages) if messages else None
     detail = "; ".join(f"{e['field']}: {e['message']}" for e in errors) if errors else None
     detail = detail or data.get("message") or error.description or error.name
-    title, slug = (InvalidInput.title, InvalidInput.slug) if status == 422 else (
-        error.name, _slug(error.name))  # fmt: skip
+    title, slug = (
+        (InvalidInput.title, InvalidInput.slug)
+        if status == 422
+        else (error.name, _slug(error.name))
+    )
     response = problem(status, title, detail, slug, errors=errors)
     for key, value in (data.get("headers") or {}).items():
         response.headers[key] = value
@@ -113,6 +116,11 @@ def from_profile_error(error: ProfileError) -> Response:
     return from_unexpected(error)
 
 
+def from_recursion(error: RecursionError) -> Response:
+    """A request nested too deeply to parse or validate (e.g. 100,000 nested JSON objects)."""
+    return problem(400, "Bad Request", "the request body is nested too deeply", "bad-request")
+
+
 def from_unexpected(error: Exception) -> Response:
     log.exception("unhandled error", exc_info=error)
     return problem(500, "Internal Server Error", "an unexpected error occurred", "internal-error")
@@ -130,7 +138,8 @@ def _field_errors(messages: Any) -> list[dict[str, str]]:
             for item in node:
                 walk(location, item, path)
         else:
-            out.append({"location": location, "field": path or "(body)", "message": str(node)})
+            field = path.replace("._schema", "").replace("_schema", "") or "(body)"
+            out.append({"location": location, "field": field, "message": str(node)})
 
     if isinstance(messages, dict):
         for location, node in messages.items():
@@ -150,4 +159,5 @@ def init_app(app: Flask) -> None:
     app.register_error_handler(KnowledgeError, from_knowledge_error)
     app.register_error_handler(ProfileError, from_profile_error)
     app.register_error_handler(HTTPException, from_http_exception)
+    app.register_error_handler(RecursionError, from_recursion)
     app.register_error_handler(Exception, from_unexpected)

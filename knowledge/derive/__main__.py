@@ -26,7 +26,7 @@ def run(shared: Path, check: bool, out: Path = DATA) -> int:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(text, encoding="utf-8")
             print(f"{name}: {relpath}: {len(rows)} rows")
-        print(f"{name}: {len(result.excluded)} source rows left out")
+        print(f"{name}: {len(result.excluded)} groups of source rows left out")
         for line in result.excluded:
             print(f"  left out {line}")
     if stale:

@@ -42,10 +42,23 @@ from knowledge.derive import Derived
 FOLDER = "lambda-dl-benchmark"
 TABLE = "benchmarks/lambda.csv"
 COLUMNS = [
-    "suite", "workload", "gpu", "gpu_count", "nvlink", "precision", "batch_size_global",
-    "batch_size_per_gpu", "throughput", "throughput_unit", "system", "watt_total", "price_usd",
-    "source", "as_of", "note",
-]  # fmt: skip
+    "suite",
+    "workload",
+    "gpu",
+    "gpu_count",
+    "nvlink",
+    "precision",
+    "batch_size_global",
+    "batch_size_per_gpu",
+    "throughput",
+    "throughput_unit",
+    "system",
+    "watt_total",
+    "price_usd",
+    "source",
+    "as_of",
+    "note",
+]
 PRECISIONS = ("fp16", "fp32")
 # Lambda's column → (workload id in workloads.yaml, unit per SOURCES.md).
 WORKLOADS = {
@@ -63,14 +76,22 @@ WORKLOADS = {
 }
 REPO = "lambdal/deeplearning-benchmark"
 # Host and vendor words that lead a label; the GPU name follows.
-_PREFIXES = ("Lambda Cloud — ", "Linode Cloud — ", "LambdaCloud ", "DellTexas ", "Dell ", "SMC ",
-             "1CC ", "RAIDZ1 ")  # fmt: skip
+_PREFIXES = (
+    "Lambda Cloud — ",
+    "Linode Cloud — ",
+    "LambdaCloud ",
+    "DellTexas ",
+    "Dell ",
+    "SMC ",
+    "1CC ",
+    "RAIDZ1 ",
+)
 # AWS labels name no GPU; the instance types are fixed (AWS EC2 accelerated-computing specs).
 _AWS = {
     "p3.16xlarge": ("V100 16GB", 8, "AWS p3.16xlarge: 8x V100 16GB SXM2 (AWS spec)"),
     "p3.8xlarge": ("V100 16GB", 4, "AWS p3.8xlarge: 4x V100 16GB SXM2 (AWS spec)"),
     "p4d.24xlarge": ("A100 40GB SXM4", 8, "AWS p4d.24xlarge: 8x A100 40GB SXM4 (AWS spec)"),
-}  # fmt: skip
+}
 _HOST = re.compile(r"^LambdaOD_(?:\d+x_)?(?:Texas_)?(\d+)x(.+?)_\d+-\d+-\d+-\d+_v2$")
 _COUNT = re.compile(r"^(\d+)x\s*(.+)$")
 # (suite, throughput label) → the label the bs file gives the same configuration.
@@ -116,10 +137,16 @@ _TPUT, _BS = "pytorch/pytorch-train-throughput-{p}.csv", "pytorch/pytorch-train-
 _CURATED = "pytorch/csv_v1_v2/pytorch-train-{kind}-{{p}}.csv"
 V0 = Generation("v0", _TPUT, _BS, "ca7c1f2", "2022-06-30")
 V1 = Generation("v1", _TPUT, _BS, "aa5addb", "2025-12-17")
-COMBINED = Generation("v1v2_combined", _CURATED.format(kind="throughput"),
-                      _CURATED.format(kind="bs"), "aa5addb", "2025-12-17")  # fmt: skip
-HOST = Generation("v2_per_host", "pytorch/pytorch-train-throughput-v2-{p}.csv", None, "aa5addb",
-                  "2025-12-17")  # fmt: skip
+COMBINED = Generation(
+    "v1v2_combined",
+    _CURATED.format(kind="throughput"),
+    _CURATED.format(kind="bs"),
+    "aa5addb",
+    "2025-12-17",
+)
+HOST = Generation(
+    "v2_per_host", "pytorch/pytorch-train-throughput-v2-{p}.csv", None, "aa5addb", "2025-12-17"
+)
 
 
 @dataclass(frozen=True)
@@ -167,12 +194,16 @@ def read_rows(path: Path) -> list[SourceRow]:
             (i, cells, dict(zip(header, cells, strict=True))) for i, cells in enumerate(reader)
         ]
     return [
-        SourceRow(label=cells[0], position=i,
-                  num_gpu=int(float(record["num_gpu"])) if "num_gpu" in record else None,
-                  watt=_number(record.get("watt")), price=_number(record.get("price")),
-                  values={k: float(v) for k, v in record.items() if k in WORKLOADS})
+        SourceRow(
+            label=cells[0],
+            position=i,
+            num_gpu=int(float(record["num_gpu"])) if "num_gpu" in record else None,
+            watt=_number(record.get("watt")),
+            price=_number(record.get("price")),
+            values={k: float(v) for k, v in record.items() if k in WORKLOADS},
+        )
         for i, cells, record in records
-    ]  # fmt: skip
+    ]
 
 
 def _number(text: str | None) -> float | None:
@@ -230,8 +261,11 @@ def derive(shared: Path) -> Derived:
 
 def _split_combined(shared: Path, out: Derived) -> set[str]:
     """Labels of the combined table's v2 rows; its re-statements of v1 rows are reported."""
-    v1 = {f"{kind}-{p}": {r.label: r for r in _read(shared, File(V1, "lambda-v1", p), kind)}
-          for kind in ("throughput", "bs") for p in PRECISIONS}  # fmt: skip
+    v1 = {
+        f"{kind}-{p}": {r.label: r for r in _read(shared, File(V1, "lambda-v1", p), kind)}
+        for kind in ("throughput", "bs")
+        for p in PRECISIONS
+    }
     files = {p: File(COMBINED, "lambda-v2", p) for p in PRECISIONS}
     rows = {p: {r.label: r for r in _read(shared, f)} for p, f in files.items()}
     bs = {p: {r.label: r for r in _read(shared, f, "bs")} for p, f in files.items()}
@@ -312,14 +346,23 @@ def _row(
     label = parse_label(row.label)
     workload, unit = WORKLOADS[column]
     return {
-        "suite": file.suite, "workload": workload, "gpu": label.gpu, "gpu_count": label.count,
-        "nvlink": "true" if label.nvlink else None, "precision": file.precision,
+        "suite": file.suite,
+        "workload": workload,
+        "gpu": label.gpu,
+        "gpu_count": label.count,
+        "nvlink": "true" if label.nvlink else None,
+        "precision": file.precision,
         "batch_size_global": batch,
         "batch_size_per_gpu": None if batch is None else batch // label.count,
-        "throughput": row.values[column], "throughput_unit": unit, "system": row.label,
-        "watt_total": row.watt, "price_usd": row.price, "source": file.source,
-        "as_of": file.gen.as_of, "note": "; ".join(notes) or None,
-    }  # fmt: skip
+        "throughput": row.values[column],
+        "throughput_unit": unit,
+        "system": row.label,
+        "watt_total": row.watt,
+        "price_usd": row.price,
+        "source": file.source,
+        "as_of": file.gen.as_of,
+        "note": "; ".join(notes) or None,
+    }
 
 
 def _key(r: dict[str, object], *extra: str) -> tuple[object, ...]:
@@ -390,13 +433,19 @@ def _sane(
     full = fp32.get((r["suite"], r["system"], r["workload"])) if r["precision"] == "fp16" else None
     where = f"{r['suite']} {r['precision']} '{r['system']}' {r['workload']}"
     if count > 1 and single and value / count > SUPERLINEAR_LIMIT * single:
-        out.exclude(where, f"{value:g} {r['throughput_unit']} on {count} GPUs is "
-                    f"{value / count / single:.1f}x the best single-GPU {single:g} per GPU: "
-                    "more than data parallelism can give")  # fmt: skip
+        out.exclude(
+            where,
+            f"{value:g} {r['throughput_unit']} on {count} GPUs is "
+            f"{value / count / single:.1f}x the best single-GPU {single:g} per GPU: "
+            "more than data parallelism can give",
+        )
         return False
     if full and value < AMP_FLOOR * full:
-        out.exclude(where, f"mixed precision {value:g} is {value / full:.2f}x the same row's "
-                    f"fp32 {full:g}: a failed AMP run, not the GPU's speed")  # fmt: skip
+        out.exclude(
+            where,
+            f"mixed precision {value:g} is {value / full:.2f}x the same row's "
+            f"fp32 {full:g}: a failed AMP run, not the GPU's speed",
+        )
         return False
     return True
 
@@ -413,5 +462,11 @@ _SUITES = ("lambda-v0", "lambda-v1", "lambda-v2", "lambda-v2-host")
 
 
 def _order(r: dict[str, object]) -> tuple[object, ...]:
-    return (_SUITES.index(str(r["suite"])), r["gpu"], r["gpu_count"], r["system"], r["workload"],
-            r["precision"])  # fmt: skip
+    return (
+        _SUITES.index(str(r["suite"])),
+        r["gpu"],
+        r["gpu_count"],
+        r["system"],
+        r["workload"],
+        r["precision"],
+    )

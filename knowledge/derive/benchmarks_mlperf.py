@@ -31,15 +31,40 @@ from knowledge.derive import Derived
 
 TRAINING_TABLE = "benchmarks/mlperf_training.csv"
 TRAINING_COLUMNS = [
-    "round", "division", "availability", "submitter", "system", "nodes", "gpu", "gpu_count",
-    "framework", "workload", "time_to_train_minutes", "global_batch_size", "samples_to_converge",
-    "source", "as_of", "note",
-]  # fmt: skip
+    "round",
+    "division",
+    "availability",
+    "submitter",
+    "system",
+    "nodes",
+    "gpu",
+    "gpu_count",
+    "framework",
+    "workload",
+    "time_to_train_minutes",
+    "global_batch_size",
+    "samples_to_converge",
+    "source",
+    "as_of",
+    "note",
+]
 INFERENCE_TABLE = "benchmarks/mlperf_inference.csv"
 INFERENCE_COLUMNS = [
-    "round", "submitter", "system", "gpu", "gpu_count", "workload", "accuracy", "scenario",
-    "throughput", "throughput_unit", "software", "source", "as_of", "note",
-]  # fmt: skip
+    "round",
+    "submitter",
+    "system",
+    "gpu",
+    "gpu_count",
+    "workload",
+    "accuracy",
+    "scenario",
+    "throughput",
+    "throughput_unit",
+    "software",
+    "source",
+    "as_of",
+    "note",
+]
 # Round → publication date of its results (MLCommons press releases).
 ROUNDS = {"v3.0": "2023-06-27", "v3.1": "2023-11-08", "v4.0": "2024-06-12", "v4.1": "2024-11-13"}
 TRAINING_WORKLOADS = {
@@ -55,8 +80,15 @@ TRAINING_WORKLOADS = {
     "llama2_70b_lora": "llama2-70b-lora-govreport",
     "gnn": "rgat-igbh",
 }
-_IDENTITY = ("division", "submitter", "system", "accelerator_model_name", "accelerators_count",
-             "framework", "details_url")  # fmt: skip
+_IDENTITY = (
+    "division",
+    "submitter",
+    "system",
+    "accelerator_model_name",
+    "accelerators_count",
+    "framework",
+    "details_url",
+)
 _NOT_GPU = re.compile(r"tpu|gaudi|qualcomm|^n/?a$|^nan$|^$", re.IGNORECASE)
 INFERENCE_ROUND, INFERENCE_AS_OF = "v3.1", "2023-09-11"
 INFERENCE_FILE = "mlperf-inference/inference_v3.1_mlcommons_table_export.tsv"
@@ -118,15 +150,21 @@ def _training(shared: Path, out: Derived) -> list[dict[str, object]]:
             where = f"{name} line {index} ({row['submitter']} '{row['system']}')"
             results = {c: float(row[c]) for c in TRAINING_WORKLOADS if row.get(c)}
             if not is_gpu(row["accelerator_model_name"]):
-                out.exclude(where, f"accelerator '{row['accelerator_model_name']}' is not a GPU; "
-                            f"{len(results)} results")  # fmt: skip
+                out.exclude(
+                    where,
+                    f"accelerator '{row['accelerator_model_name']}' is not a GPU; "
+                    f"{len(results)} results",
+                )
                 continue
             for column, minutes in results.items():
                 key = (column, int(float(row["accelerators_count"])), minutes)
                 label = f"{rnd} {row['submitter']} '{row['system']}'"
                 if key in first:
-                    out.exclude(f"{where} {column}", f"{minutes:g} min repeats {first[key]} "
-                                "exactly: a carried-over result, kept once")  # fmt: skip
+                    out.exclude(
+                        f"{where} {column}",
+                        f"{minutes:g} min repeats {first[key]} "
+                        "exactly: a carried-over result, kept once",
+                    )
                     continue
                 first[key] = label
                 rows.append(_training_row(rnd, row, detail, column, minutes))
@@ -139,16 +177,23 @@ def _training_row(
 ) -> dict[str, object]:
     gbs, samples = detail.get(f"{column}:GBS"), detail.get(f"{column}:samples_to_converge")
     return {
-        "round": rnd, "division": row["division"], "availability": row["availability"],
-        "submitter": row["submitter"], "system": row["system"],
-        "nodes": int(float(row["number_of_nodes"])), "gpu": row["accelerator_model_name"],
-        "gpu_count": int(float(row["accelerators_count"])), "framework": row["framework"] or None,
-        "workload": TRAINING_WORKLOADS[column], "time_to_train_minutes": minutes,
+        "round": rnd,
+        "division": row["division"],
+        "availability": row["availability"],
+        "submitter": row["submitter"],
+        "system": row["system"],
+        "nodes": int(float(row["number_of_nodes"])),
+        "gpu": row["accelerator_model_name"],
+        "gpu_count": int(float(row["accelerators_count"])),
+        "framework": row["framework"] or None,
+        "workload": TRAINING_WORKLOADS[column],
+        "time_to_train_minutes": minutes,
         "global_batch_size": int(float(gbs)) if gbs else None,
         "samples_to_converge": float(samples) if samples else None,
-        "source": row["details_url"], "as_of": ROUNDS[rnd],
+        "source": row["details_url"],
+        "as_of": ROUNDS[rnd],
         "note": _training_note(row, detail, column),
-    }  # fmt: skip
+    }
 
 
 def _training_note(row: dict[str, str], detail: dict[str, str], column: str) -> str | None:
@@ -210,12 +255,18 @@ def _inference_row(
     row: dict[str, str], accuracy: str | None, note: str | None
 ) -> dict[str, object]:
     return {
-        "round": INFERENCE_ROUND, "submitter": row["Organization"],
-        "system": row["System Name (click + for details)"], "gpu": row["Accelerator"],
+        "round": INFERENCE_ROUND,
+        "submitter": row["Organization"],
+        "system": row["System Name (click + for details)"],
+        "gpu": row["Accelerator"],
         "gpu_count": int(row["# of Accelerators"]),
-        "workload": INFERENCE_WORKLOADS[row["Model MLC"]][0], "accuracy": accuracy,
-        "scenario": row["Scenario"], "throughput": float(row["Result"]),
-        "throughput_unit": row["Units"], "software": row["Software"].strip() or None,
-        "source": INFERENCE_SOURCE.format(id=row["Public ID"]), "as_of": INFERENCE_AS_OF,
+        "workload": INFERENCE_WORKLOADS[row["Model MLC"]][0],
+        "accuracy": accuracy,
+        "scenario": row["Scenario"],
+        "throughput": float(row["Result"]),
+        "throughput_unit": row["Units"],
+        "software": row["Software"].strip() or None,
+        "source": INFERENCE_SOURCE.format(id=row["Public ID"]),
+        "as_of": INFERENCE_AS_OF,
         "note": note,
-    }  # fmt: skip
+    }

@@ -34,21 +34,40 @@ from knowledge.derive import Derived
 FOLDER = "vidur-llm-op-profiling"
 TABLE = "benchmarks/llm_ops.csv"
 COLUMNS = [
-    "gpu", "model", "workload", "op", "num_tokens", "tensor_parallel", "median_ms", "mean_ms",
-    "std_ms", "dtype", "source", "as_of", "note",
-]  # fmt: skip
+    "gpu",
+    "model",
+    "workload",
+    "op",
+    "num_tokens",
+    "tensor_parallel",
+    "median_ms",
+    "mean_ms",
+    "std_ms",
+    "dtype",
+    "source",
+    "as_of",
+    "note",
+]
 OPS = (
-    "emb", "input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj",
-    "post_attention_layernorm", "mlp_up_proj", "mlp_act", "mlp_down_proj", "add",
-)  # fmt: skip
+    "emb",
+    "input_layernorm",
+    "attn_pre_proj",
+    "attn_rope",
+    "attn_post_proj",
+    "post_attention_layernorm",
+    "mlp_up_proj",
+    "mlp_act",
+    "mlp_down_proj",
+    "add",
+)
 TENSOR_PARALLEL = (1, 2)
 MODEL, WORKLOAD, DTYPE, AS_OF = "llama-2-7b", "llama-2-7b-ops", "fp16", "2024-05-15"
 SOURCE = "microsoft/vidur@7d47513 data/profiling/compute/{sku}/meta-llama/Llama-2-7b-hf/mlp.csv"
 # vidur's SKU folder → (name as vidur gives it, note on what is known of the part).
 GPUS = {
-    "a100": ("A100-80GB", "vidur's a100: 80 GB, PCIe or SXM4 unknown; taken as the SXM4 part"),
+    "a100": ("A100-80GB", "form factor assumed: SXM4"),
     "a40": ("A40", None),
-    "h100": ("H100", "vidur's h100: 80 GB, SXM5 or NVL unknown; taken as the SXM5 part"),
+    "h100": ("H100", "form factor assumed: SXM5"),
 }
 
 
@@ -89,12 +108,23 @@ def _rows(
             if median <= 0 or mean <= 0:
                 out.exclude(f"{where} {op}", f"non-positive timing (median {median}, mean {mean})")
                 continue
-            rows.append({
-                "gpu": gpu, "model": MODEL, "workload": WORKLOAD, "op": op, "num_tokens": tokens,
-                "tensor_parallel": tp, "median_ms": median, "mean_ms": mean,
-                "std_ms": float(record[f"time_stats.{op}.std"]), "dtype": DTYPE,
-                "source": SOURCE.format(sku=sku), "as_of": AS_OF, "note": note,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "gpu": gpu,
+                    "model": MODEL,
+                    "workload": WORKLOAD,
+                    "op": op,
+                    "num_tokens": tokens,
+                    "tensor_parallel": tp,
+                    "median_ms": median,
+                    "mean_ms": mean,
+                    "std_ms": float(record[f"time_stats.{op}.std"]),
+                    "dtype": DTYPE,
+                    "source": SOURCE.format(sku=sku),
+                    "as_of": AS_OF,
+                    "note": note,
+                }
+            )
     for tp, count in sorted(dropped.items()):
         why = f"{count} configurations ({count * len(OPS)} timings): only degrees 1 and 2 are kept"
         out.exclude(f"{name} tensor parallel {tp}", why)

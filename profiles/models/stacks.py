@@ -14,8 +14,13 @@ from profiles.models.transformer import Block, StepContext, TransformerSpec, _no
 class TransformerModel(nn.Module):
     """Decoder-only, encoder-only or encoder-decoder transformer with its task head."""
 
-    def __init__(self, spec: TransformerSpec, dtype: torch.dtype, layers: int | None = None,
-                 decoder_layers: int | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        spec: TransformerSpec,
+        dtype: torch.dtype,
+        layers: int | None = None,
+        decoder_layers: int | None = None,
+    ) -> None:
         """``layers``/``decoder_layers`` override the depth (the counter builds short copies)."""
         super().__init__()
         self.spec = spec
@@ -41,8 +46,9 @@ class TransformerModel(nn.Module):
             self.final_norm = _norm(spec, spec.hidden, factory)
         if spec.arch == "encoder-decoder":
             if spec.position == "relative":
-                self.decoder_relative_bias = nn.Embedding(spec.relative_buckets, spec.heads,
-                                                          **factory)  # fmt: skip
+                self.decoder_relative_bias = nn.Embedding(
+                    spec.relative_buckets, spec.heads, **factory
+                )
             self.decoder_blocks = nn.ModuleList(
                 Block(spec, factory, causal=True, cross=True) for _ in range(n_dec)
             )
@@ -66,8 +72,9 @@ class TransformerModel(nn.Module):
         x = self.embed(tokens)
         if self.spec.position == "learned":
             s = tokens.shape[1]
-            positions = torch.arange(ctx.position_offset, ctx.position_offset + s,
-                                     device=tokens.device).unsqueeze(0)  # fmt: skip
+            positions = torch.arange(
+                ctx.position_offset, ctx.position_offset + s, device=tokens.device
+            ).unsqueeze(0)
             x = x + self.positions(positions)
         if self.spec.type_vocab:
             x = x + self.token_types(torch.zeros_like(tokens))
@@ -86,31 +93,31 @@ class TransformerModel(nn.Module):
         if self.spec.position == "relative":
             bias = self._relative(self.relative_bias, x.shape[1], x.shape[1])
         for block in self.blocks:
-            x = ctx.checkpoint_block(block, x, None, bias)
+            x = ctx.checkpoint_block(block, x, None, bias)  # type: ignore[arg-type]
         return self.final_norm(x) if self.spec.final_norm else x
 
-    def _decode(self, tokens: torch.Tensor, memory: torch.Tensor, ctx: StepContext
-                ) -> torch.Tensor:  # fmt: skip
+    def _decode(self, tokens: torch.Tensor, memory: torch.Tensor, ctx: StepContext) -> torch.Tensor:
         x = self._embed(tokens, ctx)
         bias = None
         if self.spec.position == "relative":
             k_len = ctx.position_offset + tokens.shape[1]
             bias = self._relative(self.decoder_relative_bias, tokens.shape[1], k_len)
         for block in self.decoder_blocks:
-            x = ctx.checkpoint_block(block, x, memory, bias)
+            x = ctx.checkpoint_block(block, x, memory, bias)  # type: ignore[arg-type]
         return self.decoder_norm(x)
 
-    def hidden_states(self, inputs: torch.Tensor, ctx: StepContext,
-                      decoder_tokens: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+    def hidden_states(
+        self, inputs: torch.Tensor, ctx: StepContext, decoder_tokens: torch.Tensor | None = None
+    ) -> torch.Tensor:
         if self.spec.arch != "encoder-decoder":
             return self._encode(inputs, ctx)
         memory = ctx.kv_cache.get(id(self))
         if memory is None:
             memory = self._encode(inputs, ctx)
             if ctx.use_cache:
-                ctx.kv_cache[id(self)] = memory  # type: ignore[assignment]
+                ctx.kv_cache[id(self)] = memory
         assert decoder_tokens is not None
-        return self._decode(decoder_tokens, memory, ctx)  # type: ignore[arg-type]
+        return self._decode(decoder_tokens, memory, ctx)
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         spec = self.spec

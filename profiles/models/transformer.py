@@ -104,8 +104,9 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
 class Attention(nn.Module):
     """Multi-head / grouped-query attention; flash (fused) or materialized scores."""
 
-    def __init__(self, spec: TransformerSpec, factory: dict[str, Any], causal: bool,
-                 cross: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self, spec: TransformerSpec, factory: dict[str, Any], causal: bool, cross: bool = False
+    ) -> None:
         super().__init__()
         self.spec, self.causal, self.cross = spec, causal, cross
         h, kv, d = spec.heads, spec.n_kv_heads, spec.d_head
@@ -115,8 +116,13 @@ class Attention(nn.Module):
         self.v = nn.Linear(spec.hidden, kv * d, bias=qkv_bias, **factory)
         self.o = nn.Linear(h * d, spec.hidden, bias=spec.bias, **factory)
 
-    def forward(self, x: torch.Tensor, ctx: StepContext, memory: torch.Tensor | None = None,
-                bias: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+    def forward(
+        self,
+        x: torch.Tensor,
+        ctx: StepContext,
+        memory: torch.Tensor | None = None,
+        bias: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         spec = self.spec
         b, s, _ = x.shape
         q = self.q(x).view(b, s, spec.heads, spec.d_head).transpose(1, 2)
@@ -177,8 +183,9 @@ class MoE(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, spec: TransformerSpec, factory: dict[str, Any], causal: bool,
-                 cross: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self, spec: TransformerSpec, factory: dict[str, Any], causal: bool, cross: bool = False
+    ) -> None:
         super().__init__()
         self.spec = spec
         self.norm1 = _norm(spec, spec.hidden, factory)
@@ -193,8 +200,13 @@ class Block(nn.Module):
             self.post_mlp_norm = _norm(spec, spec.hidden, factory)
         self.mlp: nn.Module = MoE(spec, factory) if spec.moe_experts else Mlp(spec, factory)
 
-    def forward(self, x: torch.Tensor, ctx: StepContext, memory: torch.Tensor | None = None,
-                bias: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+    def forward(
+        self,
+        x: torch.Tensor,
+        ctx: StepContext,
+        memory: torch.Tensor | None = None,
+        bias: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         if self.spec.parallel_block:
             h = self.norm1(x)
             return x + ctx.checkpoint_attention(self.attn, h, bias) + self.mlp(h)
@@ -229,8 +241,9 @@ class StepContext:
             self._rope[key] = (like.new_empty(shape), like.new_empty(shape))
         return self._rope[key]
 
-    def cache_kv(self, layer: nn.Module, k: torch.Tensor, v: torch.Tensor, append: bool = True
-                 ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    def cache_kv(
+        self, layer: nn.Module, k: torch.Tensor, v: torch.Tensor, append: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """With a KV cache: write the new keys and values into the layer's preallocated
         buffer (``capacity`` positions) and attend over everything written so far."""
         if not self.use_cache:
@@ -260,8 +273,14 @@ class StepContext:
         """Drop the context's own references (autograd keeps what backward needs)."""
         self._rope.clear()
 
-    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
-               bias: torch.Tensor | None) -> torch.Tensor:  # fmt: skip
+    def attend(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        causal: bool,
+        bias: torch.Tensor | None,
+    ) -> torch.Tensor:
         scale = 1.0 / math.sqrt(q.shape[-1])
         causal = causal and q.shape[2] > 1
         if self.attention == "flash" and bias is None:
@@ -280,15 +299,18 @@ class StepContext:
             scores = scores.masked_fill(mask, float("-inf"))
         return torch.matmul(F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype), v)
 
-    def checkpoint_attention(self, attn: Attention, x: torch.Tensor,
-                             bias: torch.Tensor | None) -> torch.Tensor:  # fmt: skip
+    def checkpoint_attention(
+        self, attn: Attention, x: torch.Tensor, bias: torch.Tensor | None
+    ) -> torch.Tensor:
         if self.checkpointing == "selective" and torch.is_grad_enabled():
             return torch.utils.checkpoint.checkpoint(attn, x, self, None, bias, use_reentrant=False)
         return attn(x, self, bias=bias)
 
-    def checkpoint_block(self, block: Block, x: torch.Tensor, memory: torch.Tensor | None,
-                         bias: torch.Tensor | None) -> torch.Tensor:  # fmt: skip
+    def checkpoint_block(
+        self, block: Block, x: torch.Tensor, memory: torch.Tensor | None, bias: torch.Tensor | None
+    ) -> torch.Tensor:
         if self.checkpointing == "full" and torch.is_grad_enabled():
-            return torch.utils.checkpoint.checkpoint(block, x, self, memory, bias,
-                                                     use_reentrant=False)  # fmt: skip
+            return torch.utils.checkpoint.checkpoint(
+                block, x, self, memory, bias, use_reentrant=False
+            )
         return block(x, self, memory, bias)

@@ -16,8 +16,13 @@ from torch import nn
 
 META = torch.device("meta")
 
-RESNET_BLOCKS = {18: (2, 2, 2, 2), 34: (3, 4, 6, 3), 50: (3, 4, 6, 3), 101: (3, 4, 23, 3),
-                 152: (3, 8, 36, 3)}  # fmt: skip
+RESNET_BLOCKS = {
+    18: (2, 2, 2, 2),
+    34: (3, 4, 6, 3),
+    50: (3, 4, 6, 3),
+    101: (3, 4, 23, 3),
+    152: (3, 8, 36, 3),
+}
 
 
 @dataclass(frozen=True)
@@ -79,8 +84,9 @@ class Bottleneck(nn.Module):
         self.bn3 = nn.BatchNorm2d(cout, **f)
         self.down: nn.Module | None = None
         if stride != 1 or cin != cout:
-            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False, **f),
-                                      nn.BatchNorm2d(cout, **f))  # fmt: skip
+            self.down = nn.Sequential(
+                nn.Conv2d(cin, cout, 1, stride=stride, bias=False, **f), nn.BatchNorm2d(cout, **f)
+            )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = F.relu(self.bn1(self.conv1(x)))
@@ -100,8 +106,9 @@ class BasicBlock(nn.Module):
         self.bn2 = nn.BatchNorm2d(width, **f)
         self.down: nn.Module | None = None
         if stride != 1 or cin != width:
-            self.down = nn.Sequential(nn.Conv2d(cin, width, 1, stride=stride, bias=False, **f),
-                                      nn.BatchNorm2d(width, **f))  # fmt: skip
+            self.down = nn.Sequential(
+                nn.Conv2d(cin, width, 1, stride=stride, bias=False, **f), nn.BatchNorm2d(width, **f)
+            )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = F.relu(self.bn1(self.conv1(x)))
@@ -118,8 +125,10 @@ class ResNet(nn.Module):
         block = Bottleneck if spec.depth >= 50 else BasicBlock
         self.stem = nn.Sequential(
             nn.Conv2d(3, spec.width, 7, stride=2, padding=3, bias=False, **f),
-            nn.BatchNorm2d(spec.width, **f), nn.ReLU(), nn.MaxPool2d(3, 2, 1),
-        )  # fmt: skip
+            nn.BatchNorm2d(spec.width, **f),
+            nn.ReLU(),
+            nn.MaxPool2d(3, 2, 1),
+        )
         layers: list[nn.Module] = []
         cin = spec.width
         for stage, count in enumerate(RESNET_BLOCKS[spec.depth]):
@@ -178,9 +187,15 @@ class _ViTBlock(nn.Module):
 
 
 # EfficientNet-B0 stages: (expand ratio, kernel, stride, in, out, repeats)
-EFFNET_B0 = ((1, 3, 1, 32, 16, 1), (6, 3, 2, 16, 24, 2), (6, 5, 2, 24, 40, 2),
-             (6, 3, 2, 40, 80, 3), (6, 5, 1, 80, 112, 3), (6, 5, 2, 112, 192, 4),
-             (6, 3, 1, 192, 320, 1))  # fmt: skip
+EFFNET_B0 = (
+    (1, 3, 1, 32, 16, 1),
+    (6, 3, 2, 16, 24, 2),
+    (6, 5, 2, 24, 40, 2),
+    (6, 3, 2, 40, 80, 3),
+    (6, 5, 1, 80, 112, 3),
+    (6, 5, 2, 112, 192, 4),
+    (6, 3, 1, 192, 320, 1),
+)
 
 
 def _divisible(v: float, divisor: int = 8) -> int:
@@ -189,23 +204,27 @@ def _divisible(v: float, divisor: int = 8) -> int:
 
 
 class _MBConv(nn.Module):
-    def __init__(self, cin: int, cout: int, expand: int, k: int, stride: int,
-                 f: dict[str, Any]) -> None:  # fmt: skip
+    def __init__(
+        self, cin: int, cout: int, expand: int, k: int, stride: int, f: dict[str, Any]
+    ) -> None:
         super().__init__()
         mid = _divisible(cin * expand)
         squeeze = max(1, cin // 4)
         self.residual = stride == 1 and cin == cout
         layers: list[nn.Module] = []
         if mid != cin:
-            layers += [nn.Conv2d(cin, mid, 1, bias=False, **f), nn.BatchNorm2d(mid, **f),
-                       nn.SiLU()]  # fmt: skip
-        layers += [nn.Conv2d(mid, mid, k, stride, k // 2, groups=mid, bias=False, **f),
-                   nn.BatchNorm2d(mid, **f), nn.SiLU()]  # fmt: skip
+            layers += [nn.Conv2d(cin, mid, 1, bias=False, **f), nn.BatchNorm2d(mid, **f), nn.SiLU()]
+        layers += [
+            nn.Conv2d(mid, mid, k, stride, k // 2, groups=mid, bias=False, **f),
+            nn.BatchNorm2d(mid, **f),
+            nn.SiLU(),
+        ]
         self.expand_dw = nn.Sequential(*layers)
         self.se_reduce = nn.Conv2d(mid, squeeze, 1, **f)
         self.se_expand = nn.Conv2d(squeeze, mid, 1, **f)
-        self.project = nn.Sequential(nn.Conv2d(mid, cout, 1, bias=False, **f),
-                                     nn.BatchNorm2d(cout, **f))  # fmt: skip
+        self.project = nn.Sequential(
+            nn.Conv2d(mid, cout, 1, bias=False, **f), nn.BatchNorm2d(cout, **f)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.expand_dw(x)
@@ -221,17 +240,27 @@ class EfficientNet(nn.Module):
         super().__init__()
         f = _f(dtype)
         stem = _divisible(32 * spec.width_mult)
-        layers: list[nn.Module] = [nn.Conv2d(3, stem, 3, 2, 1, bias=False, **f),
-                                   nn.BatchNorm2d(stem, **f), nn.SiLU()]  # fmt: skip
-        for expand, k, stride, cin, cout, repeats in EFFNET_B0:
-            cin, cout = _divisible(cin * spec.width_mult), _divisible(cout * spec.width_mult)
+        layers: list[nn.Module] = [
+            nn.Conv2d(3, stem, 3, 2, 1, bias=False, **f),
+            nn.BatchNorm2d(stem, **f),
+            nn.SiLU(),
+        ]
+        for expand, k, stride, base_in, base_out, repeats in EFFNET_B0:
+            cin, cout = (
+                _divisible(base_in * spec.width_mult),
+                _divisible(base_out * spec.width_mult),
+            )
             for i in range(math.ceil(repeats * spec.depth_mult)):
-                layers.append(_MBConv(cin if i == 0 else cout, cout, expand, k,
-                                      stride if i == 0 else 1, f))  # fmt: skip
+                layers.append(
+                    _MBConv(cin if i == 0 else cout, cout, expand, k, stride if i == 0 else 1, f)
+                )
         last_in = _divisible(320 * spec.width_mult)
         last = 4 * last_in
-        layers += [nn.Conv2d(last_in, last, 1, bias=False, **f), nn.BatchNorm2d(last, **f),
-                   nn.SiLU()]  # fmt: skip
+        layers += [
+            nn.Conv2d(last_in, last, 1, bias=False, **f),
+            nn.BatchNorm2d(last, **f),
+            nn.SiLU(),
+        ]
         self.features = nn.Sequential(*layers)
         self.classifier = nn.Linear(last, spec.num_classes, **f)
 
@@ -247,9 +276,19 @@ class Cnn(nn.Module):
         cin = spec.in_channels
         for cout, count in zip(spec.channels, spec.blocks, strict=True):
             for i in range(count):
-                layers += [nn.Conv2d(cin, cout, spec.kernel, 2 if i == 0 else 1,
-                                     spec.kernel // 2, bias=False, **f),
-                           nn.BatchNorm2d(cout, **f), nn.ReLU()]  # fmt: skip
+                layers += [
+                    nn.Conv2d(
+                        cin,
+                        cout,
+                        spec.kernel,
+                        2 if i == 0 else 1,
+                        spec.kernel // 2,
+                        bias=False,
+                        **f,
+                    ),
+                    nn.BatchNorm2d(cout, **f),
+                    nn.ReLU(),
+                ]
                 cin = cout
         self.features = nn.Sequential(*layers)
         self.classifier = nn.Linear(cin, spec.num_classes, **f)

@@ -13,7 +13,13 @@ from service.api import benchmarks, gpus, health, interconnects, models, offers,
 from service.api.base import Api
 
 BLUEPRINTS = (
-    health.blp, gpus.blp, interconnects.blp, offers.blp, benchmarks.blp, models.blp, profiles.blp,
+    health.blp,
+    gpus.blp,
+    interconnects.blp,
+    offers.blp,
+    benchmarks.blp,
+    models.blp,
+    profiles.blp,
 )
 API_VERSION = "0.1.0"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from flask.views import MethodView
@@ -17,10 +18,23 @@ from service.state import state
 blp = Blueprint("gpus", __name__, url_prefix="/v1/gpus", description="The GPU catalog")
 
 GPU_SORT_KEYS = (
-    "id", "name", "vendor", "architecture", "release_year", "memory_gb",
-    "memory_bandwidth_gb_per_s", "fp32_tflops", "tf32_tflops", "bf16_tflops", "fp16_tflops",
-    "fp8_tflops", "int8_tops", "tdp_w", "price_usd", "nvlink_bandwidth_gb_per_s",
-)  # fmt: skip
+    "id",
+    "name",
+    "vendor",
+    "architecture",
+    "release_year",
+    "memory_gb",
+    "memory_bandwidth_gb_per_s",
+    "fp32_tflops",
+    "tf32_tflops",
+    "bf16_tflops",
+    "fp16_tflops",
+    "fp8_tflops",
+    "int8_tops",
+    "tdp_w",
+    "price_usd",
+    "nvlink_bandwidth_gb_per_s",
+)
 
 
 class GpuQuerySchema(PageQuerySchema):
@@ -69,4 +83,4 @@ class GpuById(MethodView):
         """One GPU, by id or by any of its names (404 lists close matches)"""
         knowledge = state().knowledge
         gpu = knowledge.gpu(gpu_id)
-        return {**GpuSchema().dump(gpu), "knowledge_version": knowledge.version}
+        return {**asdict(gpu), "precisions": gpu.precisions, "knowledge_version": knowledge.version}

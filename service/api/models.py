@@ -18,8 +18,9 @@ class ModelSchema(Schema):
     name = fields.String()
     aliases = fields.List(fields.String())
     family = fields.String()
-    parameters = fields.Integer(allow_none=True,
-                                metadata={"description": "published parameter count"})  # fmt: skip
+    parameters = fields.Integer(
+        allow_none=True, metadata={"description": "published parameter count"}
+    )
     source = fields.String()
     as_of = fields.String()
     notes = fields.String(allow_none=True, metadata={"description": "what is approximated"})

@@ -18,9 +18,13 @@ from service.state import state
 blp = Blueprint("offers", __name__, url_prefix="/v1/offers", description="Cloud GPU offers")
 
 OFFER_SORT_KEYS = (
-    "on_demand_usd_per_hour", "on_demand_usd_per_gpu_hour", "spot_usd_per_hour", "gpu_count",
-    "provider", "id",
-)  # fmt: skip
+    "on_demand_usd_per_hour",
+    "on_demand_usd_per_gpu_hour",
+    "spot_usd_per_hour",
+    "gpu_count",
+    "provider",
+    "id",
+)
 
 
 class OfferQuerySchema(PageQuerySchema):

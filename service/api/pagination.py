@@ -13,9 +13,10 @@ DEFAULT_PAGE_SIZE = 50
 
 class PageQuerySchema(Schema):
     page = fields.Integer(
-        load_default=1, validate=validate.Range(min=1),
+        load_default=1,
+        validate=validate.Range(min=1),
         metadata={"description": "1-based page number"},
-    )  # fmt: skip
+    )
     page_size = fields.Integer(
         load_default=DEFAULT_PAGE_SIZE,
         validate=validate.Range(min=1, max=MAX_PAGE_SIZE),
@@ -41,8 +42,9 @@ def page_schema(item: type[Schema], name: str) -> type[Schema]:
     return type(name, (PageSchema,), {"items": fields.List(fields.Nested(item))})
 
 
-def paginate(items: Sequence[Any], args: dict[str, Any], version: str | None = None
-             ) -> dict[str, Any]:  # fmt: skip
+def paginate(
+    items: Sequence[Any], args: dict[str, Any], version: str | None = None
+) -> dict[str, Any]:
     """One page of ``items``; ``version``: the knowledge version the items come from."""
     page, size = args["page"], args["page_size"]
     start = (page - 1) * size

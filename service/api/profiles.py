@@ -12,14 +12,13 @@ from service.api.base import Blueprint
 from service.errors import NotFound
 from service.state import state
 
-blp = Blueprint("profiles", __name__, url_prefix="/v1/profiles",
-                description="Workload profiles")  # fmt: skip
+blp = Blueprint("profiles", __name__, url_prefix="/v1/profiles", description="Workload profiles")
 
 MODEL_DESCRIPTION = (
-    "One of: {\"name\": \"llama-3-8b\"} (a catalog name or alias, see /v1/models); "
-    "{\"hf_config\": {...}} (a Hugging Face config.json as is); {\"family\": \"transformer\" | "
-    "\"resnet\" | \"vit\" | \"efficientnet\" | \"cnn\" | \"unet\", ...} (a parametric family); "
-    "or {\"layers\": [...], \"input_shape\": [...]} (a layer list)."
+    'One of: {"name": "llama-3-8b"} (a catalog name or alias, see /v1/models); '
+    '{"hf_config": {...}} (a Hugging Face config.json as is); {"family": "transformer" | '
+    '"resnet" | "vit" | "efficientnet" | "cnn" | "unet", ...} (a parametric family); '
+    'or {"layers": [...], "input_shape": [...]} (a layer list).'
 )
 
 
@@ -32,15 +31,21 @@ class CostSchema(Schema):
     flops = fields.Float()
     bytes_read = fields.Float()
     bytes_written = fields.Float()
-    arithmetic_intensity = fields.Float(allow_none=True,
-                                        metadata={"description": "FLOPs per byte moved"})  # fmt: skip
+    arithmetic_intensity = fields.Float(
+        allow_none=True, metadata={"description": "FLOPs per byte moved"}
+    )
 
 
 class KindCostSchema(CostSchema):
-    phase = fields.String(metadata={"description": "forward, backward, optimizer, prefill, "
-                                    "decode-first, decode-last"})  # fmt: skip
-    kind = fields.String(metadata={"description": "matmul, attention, convolution, elementwise, "
-                                   "normalisation, reduction, embedding, communication"})  # fmt: skip
+    phase = fields.String(
+        metadata={"description": "forward, backward, optimizer, prefill, decode-first, decode-last"}
+    )
+    kind = fields.String(
+        metadata={
+            "description": "matmul, attention, convolution, elementwise, "
+            "normalisation, reduction, embedding, communication"
+        }
+    )
 
 
 class MemorySchema(Schema):

@@ -120,9 +120,11 @@ class OfferSchema(Schema):
 
 class BenchmarkSchema(Schema):
     kind = fields.String(
-        metadata={"description": "training-throughput, time-to-train, inference-throughput, "
-                  "operator-timing"}
-    )  # fmt: skip
+        metadata={
+            "description": "training-throughput, time-to-train, inference-throughput, "
+            "operator-timing"
+        }
+    )
     suite = fields.String(metadata={"description": "e.g. lambda-v1, mlperf-training-v4.0"})
     workload = fields.String(metadata={"description": "workload id (workloads.yaml)"})
     model = fields.String(metadata={"description": "model catalog name of the workload"})
@@ -131,9 +133,11 @@ class BenchmarkSchema(Schema):
     gpu_count = fields.Integer()
     precision = fields.String(
         allow_none=True,
-        metadata={"description": "as the source labels it: fp16 = mixed precision (AMP); "
-                  "fp32 = framework default, which is TF32 on Ampere and newer"},
-    )  # fmt: skip
+        metadata={
+            "description": "as the source labels it: fp16 = mixed precision (AMP); "
+            "fp32 = framework default, which is TF32 on Ampere and newer"
+        },
+    )
     batch_size_per_gpu = _num("per-GPU batch (global batch / GPUs)", allow_none=True)
     metric = fields.String(metadata={"description": "throughput, time_to_train or op_time"})
     value = _num("the measurement, in unit; throughput is summed over all GPUs")

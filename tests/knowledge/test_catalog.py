@@ -44,12 +44,36 @@ DATASHEET = [
 ]
 
 REQUIRED_IDS = [
-    "v100-sxm2-16gb", "t4", "a10", "a10g", "a30", "a40", "a100-pcie-40gb", "a100-pcie-80gb",
-    "a100-sxm4-40gb", "a100-sxm4-80gb", "l4", "l40", "l40s", "h100-pcie-80gb", "h100-sxm-80gb",
-    "h100-nvl-94gb", "h200-sxm-141gb", "gh200-96gb", "b200-sxm-180gb", "rtx-a4000", "rtx-a5000",
-    "rtx-a6000", "rtx-6000-ada", "rtx-2080-ti", "rtx-3090", "rtx-4090", "rtx-5090", "mi250x",
+    "v100-sxm2-16gb",
+    "t4",
+    "a10",
+    "a10g",
+    "a30",
+    "a40",
+    "a100-pcie-40gb",
+    "a100-pcie-80gb",
+    "a100-sxm4-40gb",
+    "a100-sxm4-80gb",
+    "l4",
+    "l40",
+    "l40s",
+    "h100-pcie-80gb",
+    "h100-sxm-80gb",
+    "h100-nvl-94gb",
+    "h200-sxm-141gb",
+    "gh200-96gb",
+    "b200-sxm-180gb",
+    "rtx-a4000",
+    "rtx-a5000",
+    "rtx-a6000",
+    "rtx-6000-ada",
+    "rtx-2080-ti",
+    "rtx-3090",
+    "rtx-4090",
+    "rtx-5090",
+    "mi250x",
     "mi300x",
-]  # fmt: skip
+]
 
 
 class TestGpuFigures:

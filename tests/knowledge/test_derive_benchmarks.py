@@ -49,30 +49,47 @@ class TestLabels:
     @pytest.mark.parametrize(
         ("label", "expected"),
         [
-            pytest.param("LambdaCloud 1x A100 40GB PCIe", Label("A100 40GB PCIe", 1, False),
-                         id="cloud prefix and 1x"),
-            pytest.param("Lambda Cloud — 8x V100 16GB", Label("V100 16GB", 8, False),
-                         id="v0 cloud prefix"),
+            pytest.param(
+                "LambdaCloud 1x A100 40GB PCIe",
+                Label("A100 40GB PCIe", 1, False),
+                id="cloud prefix and 1x",
+            ),
+            pytest.param(
+                "Lambda Cloud — 8x V100 16GB", Label("V100 16GB", 8, False), id="v0 cloud prefix"
+            ),
             pytest.param("4x RTX 2080Ti NVLink", Label("RTX 2080Ti", 4, True), id="NVLink"),
-            pytest.param("DellTexas 2x H100 80GB SXM5", Label("H100 80GB SXM5", 2, False),
-                         id="vendor chassis"),
+            pytest.param(
+                "DellTexas 2x H100 80GB SXM5",
+                Label("H100 80GB SXM5", 2, False),
+                id="vendor chassis",
+            ),
             pytest.param("LambdaCloud 4xV100 16GB", Label("V100 16GB", 4, False), id="no space"),
-            pytest.param("Quadro RTX 8000", Label("Quadro RTX 8000", 1, False),
-                         id="product word kept"),
-            pytest.param("LambdaOD_8x_Texas_4xH100_80GB_SXM5_192-222-52-149_v2",
-                         Label("H100 80GB SXM5", 4, False), id="per-host: GPUs used, not host"),
-            pytest.param("LambdaOD_Texas_1xH100_80GB_SXM5_192-222-52-102_v2",
-                         Label("H100 80GB SXM5", 1, False), id="per-host without host size"),
+            pytest.param(
+                "Quadro RTX 8000", Label("Quadro RTX 8000", 1, False), id="product word kept"
+            ),
+            pytest.param(
+                "LambdaOD_8x_Texas_4xH100_80GB_SXM5_192-222-52-149_v2",
+                Label("H100 80GB SXM5", 4, False),
+                id="per-host: GPUs used, not host",
+            ),
+            pytest.param(
+                "LambdaOD_Texas_1xH100_80GB_SXM5_192-222-52-102_v2",
+                Label("H100 80GB SXM5", 1, False),
+                id="per-host without host size",
+            ),
         ],
-    )  # fmt: skip
+    )
     def test_parse(self, label: str, expected: Label) -> None:
         assert parse_label(label) == expected
 
     @pytest.mark.parametrize(
         ("label", "gpu", "count"),
-        [("p3.16xlarge", "V100 16GB", 8), ("p3.8xlarge", "V100 16GB", 4),
-         ("p4d.24xlarge", "A100 40GB SXM4", 8)],
-    )  # fmt: skip
+        [
+            ("p3.16xlarge", "V100 16GB", 8),
+            ("p3.8xlarge", "V100 16GB", 4),
+            ("p4d.24xlarge", "A100 40GB SXM4", 8),
+        ],
+    )
     def test_aws_labels_name_the_instance_gpu(self, label: str, gpu: str, count: int) -> None:
         parsed = parse_label(label)
         assert (parsed.gpu, parsed.count) == (gpu, count)
@@ -83,13 +100,22 @@ class TestLabels:
 class TestLambda:
     def test_rows_per_suite(self, derived: Derived) -> None:
         counts = collections.Counter(r["suite"] for r in _table(derived, "lambda"))
-        assert counts == {"lambda-v0": 1804, "lambda-v1": 872, "lambda-v2": 70,
-                          "lambda-v2-host": 1092}  # fmt: skip
+        assert counts == {
+            "lambda-v0": 1804,
+            "lambda-v1": 872,
+            "lambda-v2": 70,
+            "lambda-v2-host": 1092,
+        }
 
     def test_known_v1_row(self, derived: Derived) -> None:
         # v1_pytorch-train-throughput-fp16.csv: Quadro RTX 8000 resnet50 651; bs file: 928
-        row = _only(_table(derived, "lambda"), suite="lambda-v1", system="Quadro RTX 8000",
-                    workload="resnet50-imagenet", precision="fp16")  # fmt: skip
+        row = _only(
+            _table(derived, "lambda"),
+            suite="lambda-v1",
+            system="Quadro RTX 8000",
+            workload="resnet50-imagenet",
+            precision="fp16",
+        )
         assert (row["throughput"], row["throughput_unit"]) == (651.0, "images/s")
         batch = (row["batch_size_global"], row["batch_size_per_gpu"], row["gpu_count"])
         assert batch == (928, 928, 1)
@@ -100,18 +126,24 @@ class TestLambda:
     @pytest.mark.parametrize(
         ("where", "expected"),
         [
-            pytest.param(("lambda-v1", "8x H100 80GB SXM5", "fp16"), (10240, 1280, 20728),
-                         id="v1 8x"),
+            pytest.param(
+                ("lambda-v1", "8x H100 80GB SXM5", "fp16"), (10240, 1280, 20728), id="v1 8x"
+            ),
             pytest.param(("lambda-v0", "3x RTX 3090", "fp32"), (600, 200, 1350), id="v0 3x"),
             pytest.param(("lambda-v0", "p3.8xlarge", "fp16"), (1192, 298, 3293), id="AWS 4x"),
         ],
-    )  # fmt: skip
+    )
     def test_global_batch_divided_per_gpu(
         self, derived: Derived, where: tuple[str, str, str], expected: tuple[int, int, float]
     ) -> None:
         suite, system, precision = where
-        row = _only(_table(derived, "lambda"), suite=suite, system=system, precision=precision,
-                    workload="resnet50-imagenet")  # fmt: skip
+        row = _only(
+            _table(derived, "lambda"),
+            suite=suite,
+            system=system,
+            precision=precision,
+            workload="resnet50-imagenet",
+        )
         assert (row["batch_size_global"], row["batch_size_per_gpu"], row["throughput"]) == expected
 
     def test_every_batch_divides_exactly(self, derived: Derived) -> None:
@@ -129,14 +161,20 @@ class TestLambda:
         rows = _table(derived, "lambda")
         assert all(float(str(r["throughput"])) > 0 for r in rows)
         # v1 fp16: Dell H100 80GB SXM5 transformerxlbase = 0.0
-        assert not [r for r in rows if r["system"] == "Dell H100 80GB SXM5"
-                    and r["workload"] == "transformer-xl-base-wt103"]  # fmt: skip
+        assert not [
+            r
+            for r in rows
+            if r["system"] == "Dell H100 80GB SXM5" and r["workload"] == "transformer-xl-base-wt103"
+        ]
         assert _excluded(derived, r"v1_.*fp16\.csv 'Dell H100 80GB SXM5' transformerxlbase: 0 ")
         assert len(_excluded(derived, r": 0 \(not run")) == 145
 
     def test_v1_multi_gpu_ncf_left_out(self, derived: Derived) -> None:
-        v1_ncf = [r for r in _table(derived, "lambda")
-                  if r["suite"] == "lambda-v1" and r["workload"] == "ncf-movielens"]  # fmt: skip
+        v1_ncf = [
+            r
+            for r in _table(derived, "lambda")
+            if r["suite"] == "lambda-v1" and r["workload"] == "ncf-movielens"
+        ]
         assert {r["gpu_count"] for r in v1_ncf} == {1}
         assert len(v1_ncf) == 17 * 2  # the 17 single-GPU v1 rows, both precisions
         reported = _excluded(derived, r"ncf in a v1 multi-GPU row")
@@ -152,18 +190,29 @@ class TestLambda:
         }
         restated = _excluded(derived, r"v1v2_combined.*re-states v1 row")
         assert len(restated) == 21 * 2
-        assert any("'LambdaCloud 4x V100 16GB'" in x and "'LambdaCloud 4xV100 16GB'" in x
-                   for x in restated)  # fmt: skip
+        assert any(
+            "'LambdaCloud 4x V100 16GB'" in x and "'LambdaCloud 4xV100 16GB'" in x for x in restated
+        )
 
     def test_v0_bs_label_mismatch_and_reordering(self, derived: Derived) -> None:
         rows = _table(derived, "lambda")
-        rtx3090 = _only(rows, suite="lambda-v0", system="RTX 3090", precision="fp16",
-                        workload="resnet50-imagenet")  # fmt: skip
+        rtx3090 = _only(
+            rows,
+            suite="lambda-v0",
+            system="RTX 3090",
+            precision="fp16",
+            workload="resnet50-imagenet",
+        )
         assert rtx3090["batch_size_global"] == 448
         assert "RTX 3090Ti" in str(rtx3090["note"])
         for system, glob in (("2x RTX A5000", 896), ("4x RTX A5000", 1792)):
-            row = _only(rows, suite="lambda-v0", system=system, precision="fp16",
-                        workload="resnet50-imagenet")  # fmt: skip
+            row = _only(
+                rows,
+                suite="lambda-v0",
+                system=system,
+                precision="fp16",
+                workload="resnet50-imagenet",
+            )
             assert row["batch_size_global"] == glob
             assert "matched by label" in str(row["note"])
 
@@ -180,8 +229,12 @@ class TestLambda:
         assert {r["nvlink"] for r in rows if r["suite"] != "lambda-v0"} == {None}
 
     def test_host_rows_take_batch_from_v2(self, derived: Derived) -> None:
-        row = _only(_table(derived, "lambda"), precision="fp16", workload="resnet50-imagenet",
-                    system="LambdaOD_8x_Texas_4xH100_80GB_SXM5_192-222-52-149_v2")  # fmt: skip
+        row = _only(
+            _table(derived, "lambda"),
+            precision="fp16",
+            workload="resnet50-imagenet",
+            system="LambdaOD_8x_Texas_4xH100_80GB_SXM5_192-222-52-149_v2",
+        )
         assert (row["gpu"], row["gpu_count"], row["throughput"]) == ("H100 80GB SXM5", 4, 11035)
         assert (row["batch_size_global"], row["batch_size_per_gpu"]) == (5120, 1280)
         assert "LambdaCloud 4x H100 80GB SXM5" in str(row["note"])
@@ -194,8 +247,12 @@ class TestLambda:
 
     def test_generation_dates(self, derived: Derived) -> None:
         dates = {(r["suite"], r["as_of"]) for r in _table(derived, "lambda")}
-        assert dates == {("lambda-v0", "2022-06-30"), ("lambda-v1", "2025-12-17"),
-                         ("lambda-v2", "2025-12-17"), ("lambda-v2-host", "2025-12-17")}  # fmt: skip
+        assert dates == {
+            ("lambda-v0", "2022-06-30"),
+            ("lambda-v1", "2025-12-17"),
+            ("lambda-v2", "2025-12-17"),
+            ("lambda-v2-host", "2025-12-17"),
+        }
 
 
 @pytest.mark.shared_data
@@ -207,8 +264,12 @@ class TestMlperfTraining:
     def test_known_row(self, derived: Derived) -> None:
         # training_v3.0_summary(_detailed).csv, ASUSTeK ESC4000-E11-4xA100-PCIE-80GB, bert
         system = "ESC4000-E11-4xA100-PCIE-80GB"
-        row = _only(_table(derived, "mlperf_training"), round="v3.0", system=system,
-                    workload="bert-large-wikipedia")  # fmt: skip
+        row = _only(
+            _table(derived, "mlperf_training"),
+            round="v3.0",
+            system=system,
+            workload="bert-large-wikipedia",
+        )
         assert row["time_to_train_minutes"] == pytest.approx(45.792875)
         assert (row["global_batch_size"], row["samples_to_converge"]) == (256, 2568800.0)
         assert (row["gpu"], row["gpu_count"], row["nodes"]) == ("NVIDIA A100-PCIe-80GB", 4, 1)
@@ -217,11 +278,19 @@ class TestMlperfTraining:
 
     def test_non_gpu_systems_reported_by_accelerator(self, derived: Derived) -> None:
         lines = _excluded(derived, r"^mlperf-training/.* is not a GPU")
-        by_name = collections.Counter(re.search(r"accelerator '([^']*)'", x).group(1)  # type: ignore[union-attr]
-                                      for x in lines)  # fmt: skip
-        assert by_name == {"Habana Gaudi2": 6, "Intel Gaudi2": 5,
-                           "Intel(R) Gaudi(R) 2 AI Accelerator": 2, "TPU-v5e": 1, "TPU-v5p": 11,
-                           "TPU-trillium": 4, "N/A": 7}  # fmt: skip
+        by_name = collections.Counter(
+            re.search(r"accelerator '([^']*)'", x).group(1)  # type: ignore[union-attr]
+            for x in lines
+        )
+        assert by_name == {
+            "Habana Gaudi2": 6,
+            "Intel Gaudi2": 5,
+            "Intel(R) Gaudi(R) 2 AI Accelerator": 2,
+            "TPU-v5e": 1,
+            "TPU-v5p": 11,
+            "TPU-trillium": 4,
+            "N/A": 7,
+        }
         assert all(is_gpu(str(r["gpu"])) for r in _table(derived, "mlperf_training"))
 
     def test_carried_over_result_kept_once(self, derived: Derived) -> None:
@@ -241,17 +310,27 @@ class TestMlperfInference:
         rows = _table(derived, "mlperf_inference")
         assert len(rows) == 665
         lines = _excluded(derived, r"^mlperf-inference/.*accelerator")
-        by_name = collections.Counter(re.search(r"accelerator '([^']*)'", x).group(1)  # type: ignore[union-attr]
-                                      for x in lines)  # fmt: skip
-        assert by_name == {"nan": 54, "QUALCOMM Cloud AI 100 PCIe/HHHL Pro": 32,
-                           "QUALCOMM Cloud AI 100 PCIe/HHHL Standard": 8, "Habana Gaudi2": 4,
-                           "TPU v5e": 2}  # fmt: skip
+        by_name = collections.Counter(
+            re.search(r"accelerator '([^']*)'", x).group(1)  # type: ignore[union-attr]
+            for x in lines
+        )
+        assert by_name == {
+            "nan": 54,
+            "QUALCOMM Cloud AI 100 PCIe/HHHL Pro": 32,
+            "QUALCOMM Cloud AI 100 PCIe/HHHL Standard": 8,
+            "Habana Gaudi2": 4,
+            "TPU v5e": 2,
+        }
         assert {r["as_of"] for r in rows} == {"2023-09-11"}
 
     def test_known_row_uses_result(self, derived: Derived) -> None:
         system = "NVIDIA DGX H100 (8x H100-SXM-80GB; MaxQ; TensorRT)"
-        row = _only(_table(derived, "mlperf_inference"), workload="resnet50-imagenet-inference",
-                    system=system, scenario="Offline")  # fmt: skip
+        row = _only(
+            _table(derived, "mlperf_inference"),
+            workload="resnet50-imagenet-inference",
+            system=system,
+            scenario="Offline",
+        )
         assert (row["throughput"], row["throughput_unit"], row["gpu_count"]) == (
             474849.0,
             "Samples/s",
@@ -261,9 +340,13 @@ class TestMlperfInference:
 
     def test_bert_pair_split_into_accuracy_targets(self, derived: Derived) -> None:
         # 3.1-0001 BERT Offline: the pair 7559.83 / 5186.72 ("Result at System Name" averages it)
-        rows = [r for r in _table(derived, "mlperf_inference")
-                if str(r["source"]).endswith("result 3.1-0001") and r["scenario"] == "Offline"
-                and r["workload"] == "bert-large-squad-inference"]  # fmt: skip
+        rows = [
+            r
+            for r in _table(derived, "mlperf_inference")
+            if str(r["source"]).endswith("result 3.1-0001")
+            and r["scenario"] == "Offline"
+            and r["workload"] == "bert-large-squad-inference"
+        ]
         pairs = sorted((r["accuracy"], r["throughput"]) for r in rows)
         assert pairs == [("99", 7559.83), ("99.9", 5186.72)]
 
@@ -279,8 +362,13 @@ class TestLlmOps:
 
     def test_repeated_configuration_keeps_the_first(self, derived: Derived) -> None:
         # a100 mlp.csv lines 2 and 3 both profile 4096 tokens at TP1; emb median 0.234 then 0.235
-        row = _only(_table(derived, "llm_ops"), gpu="A100", tensor_parallel=1, num_tokens=4096,
-                    op="emb")  # fmt: skip
+        row = _only(
+            _table(derived, "llm_ops"),
+            gpu="A100-80GB",
+            tensor_parallel=1,
+            num_tokens=4096,
+            op="emb",
+        )
         assert row["median_ms"] == 0.234
         assert _excluded(derived, r"a100_.*line 3 \(num_tokens 4096, tensor parallel 1\): repeats")
 
@@ -329,6 +417,17 @@ class TestWorkloadsFile:
             by_kind[raw["kind"]].add(raw["id"], raw["aliases"])  # raises on a clash
 
     def test_field_order(self) -> None:
-        order = ["id", "name", "kind", "task", "model", "dataset", "unit", "aliases",
-                 "description", "source", "as_of"]  # fmt: skip
+        order = [
+            "id",
+            "name",
+            "kind",
+            "task",
+            "model",
+            "dataset",
+            "unit",
+            "aliases",
+            "description",
+            "source",
+            "as_of",
+        ]
         assert all(list(raw) == order for raw in _workloads())

@@ -33,13 +33,38 @@ class TestCatalogNames:
 
     def test_has_the_required_entries(self, catalog: Catalog) -> None:
         required = {
-            "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "bert-base", "bert-large", "t5-base",
-            "llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3-8b", "llama-3-70b",
-            "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "mistral-7b", "mixtral-8x7b",
-            "qwen2.5-7b", "qwen2.5-72b", "phi-3-mini", "falcon-7b", "gemma-2-9b", "vit-b-16",
-            "vit-l-16", "resnet-50", "resnet-101", "resnet-152", "efficientnet-b0",
-            "whisper-small", "transformer-xl-base", "transformer-xl-large",
-        }  # fmt: skip
+            "gpt2",
+            "gpt2-medium",
+            "gpt2-large",
+            "gpt2-xl",
+            "bert-base",
+            "bert-large",
+            "t5-base",
+            "llama-2-7b",
+            "llama-2-13b",
+            "llama-2-70b",
+            "llama-3-8b",
+            "llama-3-70b",
+            "llama-3.1-8b",
+            "llama-3.1-70b",
+            "llama-3.1-405b",
+            "mistral-7b",
+            "mixtral-8x7b",
+            "qwen2.5-7b",
+            "qwen2.5-72b",
+            "phi-3-mini",
+            "falcon-7b",
+            "gemma-2-9b",
+            "vit-b-16",
+            "vit-l-16",
+            "resnet-50",
+            "resnet-101",
+            "resnet-152",
+            "efficientnet-b0",
+            "whisper-small",
+            "transformer-xl-base",
+            "transformer-xl-large",
+        }
         assert required <= set(catalog.entries)
         assert len(catalog.entries) >= 25
 
@@ -56,16 +81,28 @@ class TestCatalogNames:
 class TestHfConfigs:
     @pytest.mark.parametrize(
         "name",
-        ["llama-2-7b", "llama-3-8b", "mistral-7b", "mixtral-8x7b", "qwen2.5-7b", "gemma-2-9b",
-         "phi-3-mini", "gpt2", "bert-base", "t5-base", "vit-b-16"],  # fmt: skip
+        [
+            "llama-2-7b",
+            "llama-3-8b",
+            "mistral-7b",
+            "mixtral-8x7b",
+            "qwen2.5-7b",
+            "gemma-2-9b",
+            "phi-3-mini",
+            "gpt2",
+            "bert-base",
+            "t5-base",
+            "vit-b-16",
+        ],
     )
     def test_config_json_gives_the_catalog_model(self, catalog: Catalog, name: str) -> None:
         from_config = resolve({"hf_config": hf_config(name)}, catalog)
         named = catalog.resolve(name)
-        workload = WorkloadSchema().load({"task": "inference", "batch_size": 1,
-                                          "prompt_tokens": 8} if from_config.family ==
-                                         "transformer" else {"task": "inference",
-                                                             "batch_size": 1})  # fmt: skip
+        workload = WorkloadSchema().load(
+            {"task": "inference", "batch_size": 1, "prompt_tokens": 8}
+            if from_config.family == "transformer"
+            else {"task": "inference", "batch_size": 1}
+        )
         assert profile_id(from_config, workload) == profile_id(named, workload)
 
     def test_unknown_model_type_names_the_supported_ones(self, catalog: Catalog) -> None:
@@ -82,8 +119,15 @@ class TestHfConfigs:
 
 
 def _family(**overrides: Any) -> dict[str, Any]:
-    return {"family": "transformer", "layers": 2, "hidden": 64, "heads": 4, "ffn": 128,
-            "vocab": 100, **overrides}  # fmt: skip
+    return {
+        "family": "transformer",
+        "layers": 2,
+        "hidden": 64,
+        "heads": 4,
+        "ffn": 128,
+        "vocab": 100,
+        **overrides,
+    }
 
 
 class TestBadShapes:
@@ -109,12 +153,16 @@ class TestBadShapes:
         ("overrides", "quoted"),
         [
             pytest.param({"layers": 10_001}, "10000", id="layers-over-10^4"),
-            pytest.param({"layers": 10_000, "hidden": 65536, "heads": 64, "ffn": 262144},
-                         "2e+13", id="parameters-over-2e13"),  # fmt: skip
+            pytest.param(
+                {"layers": 10_000, "hidden": 65536, "heads": 64, "ffn": 262144},
+                "2e+13",
+                id="parameters-over-2e13",
+            ),
         ],
     )
-    def test_limits_are_quoted_before_building(self, catalog: Catalog,
-                                               overrides: dict[str, Any], quoted: str) -> None:  # fmt: skip
+    def test_limits_are_quoted_before_building(
+        self, catalog: Catalog, overrides: dict[str, Any], quoted: str
+    ) -> None:
         with pytest.raises(InvalidDescription, match=quoted.replace("+", r"\+")):
             resolve(_family(**overrides), catalog)
 

@@ -25,7 +25,10 @@ class TestParameterCounts:
         ],
     )
     def test_exact(self, run: Run, name: str, published: int) -> None:
-        assert run(name, task="inference", batch_size=1, prompt_tokens=8).model["parameters"] == published
+        assert (
+            run(name, task="inference", batch_size=1, prompt_tokens=8).model["parameters"]
+            == published
+        )
 
     def test_mixtral_active_parameters(self, run: Run) -> None:
         # 2 of 8 experts per token: 46.70 B - 32 layers x 6 idle experts x 3 x 4096 x 14336
@@ -47,8 +50,9 @@ class TestTrainingFlops:
         ("name", "seq"),
         [("llama-2-7b", 4096), ("llama-3-8b", 2048), ("mistral-7b", 2048), ("gpt2-xl", 1024)],
     )
-    def test_dense_decoder_within_3_percent_of_6nt_plus_attention(self, run: Run, name: str,
-                                                                  seq: int) -> None:  # fmt: skip
+    def test_dense_decoder_within_3_percent_of_6nt_plus_attention(
+        self, run: Run, name: str, seq: int
+    ) -> None:
         batch = 2
         p = run(name, task="training", batch_size=batch, seq_len=seq)
         spec = p.model["spec"]
@@ -63,23 +67,33 @@ class TestTrainingFlops:
 
     def test_resnet50_forward_is_4_1_gmacs(self, run: Run) -> None:
         p = run("resnet-50", task="training", batch_size=1, image_size=224)
-        forward = sum(k.flops for k in p.by_kind
-                      if k.phase == "forward" and k.kind in ("convolution", "matmul"))  # fmt: skip
+        forward = sum(
+            k.flops
+            for k in p.by_kind
+            if k.phase == "forward" and k.kind in ("convolution", "matmul")
+        )
         assert forward == pytest.approx(8.2e9, rel=0.01)  # 4.1 G multiply-accumulates
 
 
 class TestMemory:
     @pytest.mark.parametrize("name", ["llama-2-7b", "gpt2", "bert-base"])
     def test_adamw_mixed_precision_is_16_bytes_per_parameter(self, run: Run, name: str) -> None:
-        p = run(name, task="training", batch_size=1, seq_len=128, precision="bf16",
-                optimizer="adamw")  # fmt: skip
+        p = run(
+            name, task="training", batch_size=1, seq_len=128, precision="bf16", optimizer="adamw"
+        )
         m = p.memory
         state = m.parameters_bytes + m.gradients_bytes + m.optimizer_states_bytes
         assert (state + m.master_weights_bytes) / p.model["parameters"] == 16
 
     def test_llama2_7b_kv_cache_at_4096_tokens_is_2_gib(self, run: Run) -> None:
-        p = run("llama-2-7b", task="inference", batch_size=1, prompt_tokens=4000,
-                output_tokens=96, precision="fp16")  # fmt: skip
+        p = run(
+            "llama-2-7b",
+            task="inference",
+            batch_size=1,
+            prompt_tokens=4000,
+            output_tokens=96,
+            precision="fp16",
+        )
         assert p.memory.kv_cache_bytes == 2 * GIB
 
     def test_fp32_training_has_no_master_copy(self, run: Run) -> None:

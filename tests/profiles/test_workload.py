@@ -18,28 +18,52 @@ class TestWorkload:
     def test_defaults_are_filled_in(self) -> None:
         w = load(task="training", batch_size=4, seq_len=128)
         assert (w.precision, w.optimizer, w.activation_checkpointing, w.attention) == (
-            "bf16", "adamw", "none", "flash")  # fmt: skip
+            "bf16",
+            "adamw",
+            "none",
+            "flash",
+        )
         lora = load(task="fine-tuning", method="lora", batch_size=1, seq_len=16)
         assert lora.lora_rank == 16
 
     @pytest.mark.parametrize(
         ("data", "field"),
         [
-            pytest.param({"task": "training", "batch_size": 1, "seqlen": 5}, "seqlen", id="unknown"),
+            pytest.param(
+                {"task": "training", "batch_size": 1, "seqlen": 5}, "seqlen", id="unknown"
+            ),
             pytest.param({"task": "training"}, "batch_size", id="missing-batch"),
-            pytest.param({"task": "inference", "batch_size": 1, "seq_len": 5}, "seq_len",
-                         id="seq-len-for-inference"),  # fmt: skip
-            pytest.param({"task": "training", "batch_size": 1, "prompt_tokens": 5},
-                         "prompt_tokens", id="prompt-for-training"),  # fmt: skip
-            pytest.param({"task": "training", "batch_size": 1, "lora_rank": 8}, "lora_rank",
-                         id="rank-without-lora"),  # fmt: skip
-            pytest.param({"task": "training", "batch_size": 1, "precision": "int4"},
-                         "precision", id="int4-training"),  # fmt: skip
+            pytest.param(
+                {"task": "inference", "batch_size": 1, "seq_len": 5},
+                "seq_len",
+                id="seq-len-for-inference",
+            ),
+            pytest.param(
+                {"task": "training", "batch_size": 1, "prompt_tokens": 5},
+                "prompt_tokens",
+                id="prompt-for-training",
+            ),
+            pytest.param(
+                {"task": "training", "batch_size": 1, "lora_rank": 8},
+                "lora_rank",
+                id="rank-without-lora",
+            ),
+            pytest.param(
+                {"task": "training", "batch_size": 1, "precision": "int4"},
+                "precision",
+                id="int4-training",
+            ),
             pytest.param({"task": "training", "batch_size": 0}, "batch_size", id="zero-batch"),
-            pytest.param({"task": "training", "batch_size": 1, "optimizer": "lion"},
-                         "optimizer", id="unknown-optimizer"),  # fmt: skip
-            pytest.param({"task": "training", "batch_size": 1, "dataset_samples": 5,
-                          "dataset_tokens": 5}, "dataset_tokens", id="both-dataset-sizes"),  # fmt: skip
+            pytest.param(
+                {"task": "training", "batch_size": 1, "optimizer": "lion"},
+                "optimizer",
+                id="unknown-optimizer",
+            ),
+            pytest.param(
+                {"task": "training", "batch_size": 1, "dataset_samples": 5, "dataset_tokens": 5},
+                "dataset_tokens",
+                id="both-dataset-sizes",
+            ),
         ],
     )
     def test_bad_field_is_named(self, data: dict[str, Any], field: str) -> None:

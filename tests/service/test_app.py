@@ -57,8 +57,11 @@ class TestProbes:
         body = app.test_client().get("/readyz").get_json()
         assert body["status"] == "ready"
         assert body["cache"] == {
-            "backend": "redis", "ok": True, "fallback": False, "detail": "Redis reachable"
-        }  # fmt: skip
+            "backend": "redis",
+            "ok": True,
+            "fallback": False,
+            "detail": "Redis reachable",
+        }
 
     def test_not_ready_when_configured_redis_is_down(self) -> None:
         app = create_app({"REDIS_URL": "redis://127.0.0.1:1/0", "REDIS_TIMEOUT_S": 0.2})
@@ -95,9 +98,9 @@ class TestDocs:
         assert page.status_code == 200
         html = page.get_data(as_text=True)
         assert "/docs/assets/swagger-ui-bundle.js" in html
-        asset = client.get("/docs/assets/swagger-ui-bundle.js")
-        assert asset.status_code == 200
-        assert len(asset.get_data()) > 100_000
+        with client.get("/docs/assets/swagger-ui-bundle.js") as asset:
+            assert asset.status_code == 200
+            assert len(asset.get_data()) > 100_000
 
     def test_openapi_json_is_served(self, client: FlaskClient) -> None:
         spec = client.get("/openapi.json").get_json()

@@ -28,8 +28,15 @@ class TestOpenApi:
 
     def test_documents_every_read_and_problem_errors(self) -> None:
         spec = yaml.safe_load(SPEC_FILE.read_text(encoding="utf-8"))
-        for path in ("/healthz", "/readyz", "/v1/gpus", "/v1/gpus/{gpu_id}",
-                     "/v1/interconnects", "/v1/offers", "/v1/benchmarks"):  # fmt: skip
+        for path in (
+            "/healthz",
+            "/readyz",
+            "/v1/gpus",
+            "/v1/gpus/{gpu_id}",
+            "/v1/interconnects",
+            "/v1/offers",
+            "/v1/benchmarks",
+        ):
             assert path in spec["paths"], path
         not_found = spec["paths"]["/v1/gpus/{gpu_id}"]["get"]["responses"]["404"]
         assert PROBLEM_MIME in str(not_found) or "$ref" in not_found
