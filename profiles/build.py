@@ -19,7 +19,6 @@ from profiles.description import ResolvedModel
 from profiles.errors import ProfileTooSlow
 from profiles.models import vision
 from profiles.models.stacks import TransformerModel
-from profiles.models.transformer import StepContext
 from profiles.runnable import Runnable, TransformerRunnable
 
 _INIT_FUNCTIONS = (
@@ -61,9 +60,9 @@ class _Deadline:
 Builder = Callable[[Any, torch.dtype], Runnable]
 
 
-def _vision(cls: type[nn.Module], with_attend: bool = False) -> Builder:
+def _vision(cls: type[nn.Module]) -> Builder:
     def build(spec: Any, dtype: torch.dtype) -> Runnable:
-        module = cls(spec, dtype, StepContext().attend) if with_attend else cls(spec, dtype)
+        module = cls(spec, dtype)
         size = getattr(spec, "image_size", 224)
         return Runnable(module, image_size=size, channels=getattr(spec, "in_channels", 3))
 
@@ -73,7 +72,7 @@ def _vision(cls: type[nn.Module], with_attend: bool = False) -> Builder:
 BUILDERS: dict[str, Builder] = {
     "transformer": lambda spec, dtype: TransformerRunnable(TransformerModel(spec, dtype)),
     "resnet": _vision(vision.ResNet),
-    "vit": _vision(vision.ViT, with_attend=True),
+    "vit": _vision(vision.ViT),
     "efficientnet": _vision(vision.EfficientNet),
     "cnn": _vision(vision.Cnn),
 }

@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from marshmallow import RAISE, Schema, ValidationError, fields, validate, validates_schema
+from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
 from profiles.errors import InvalidDescription, LimitExceeded
 from profiles.hf_config import from_hf_config
+from profiles.models.spec_fields import Strict, first_error
 from profiles.models.transformer import ACTIVATIONS, TransformerSpec
 from profiles.models.vision import RESNET_BLOCKS, CnnSpec, EfficientNetSpec, ResNetSpec, ViTSpec
 
@@ -40,12 +41,7 @@ def _pos(high: float, **kw: Any) -> fields.Integer:
     return fields.Integer(validate=validate.Range(1, high), strict=True, **kw)
 
 
-class _Strict(Schema):
-    class Meta:
-        unknown = RAISE
-
-
-class TransformerFields(_Strict):
+class TransformerFields(Strict):
     family = fields.String(required=True)
     arch = fields.String(
         load_default="decoder", validate=validate.OneOf(["decoder", "encoder", "encoder-decoder"])
@@ -104,7 +100,7 @@ class TransformerFields(_Strict):
             raise ValidationError("a classifier head needs num_classes", "num_classes")
 
 
-class ResNetFields(_Strict):
+class ResNetFields(Strict):
     family = fields.String(required=True)
     depth = fields.Integer(
         required=True, strict=True, validate=validate.OneOf(sorted(RESNET_BLOCKS))
@@ -114,7 +110,7 @@ class ResNetFields(_Strict):
     image_size = fields.Integer(strict=True, validate=validate.Range(32, 16384))
 
 
-class ViTFields(_Strict):
+class ViTFields(Strict):
     family = fields.String(required=True)
     layers = _pos(MAX_LAYERS, required=True)
     hidden = _pos(MAX_WIDTH, required=True)
@@ -133,7 +129,7 @@ class ViTFields(_Strict):
             raise ValidationError("image_size must be a multiple of patch", "patch")
 
 
-class EfficientNetFields(_Strict):
+class EfficientNetFields(Strict):
     family = fields.String(required=True)
     width_mult = fields.Float(validate=validate.Range(0.1, 16))
     depth_mult = fields.Float(validate=validate.Range(0.1, 16))
@@ -141,7 +137,7 @@ class EfficientNetFields(_Strict):
     num_classes = _pos(1_000_000)
 
 
-class CnnFields(_Strict):
+class CnnFields(Strict):
     family = fields.String(required=True)
     channels = fields.List(_pos(MAX_WIDTH), required=True, validate=validate.Length(1, 100))
     blocks = fields.List(_pos(MAX_LAYERS), required=True, validate=validate.Length(1, 100))
@@ -160,19 +156,9 @@ def _load(schema: Schema, data: dict[str, Any]) -> dict[str, Any]:
     try:
         result: dict[str, Any] = schema.load(data)
     except ValidationError as exc:
-        name, message = _first_error(exc.messages)
-        raise InvalidDescription(f"model.{name}", message, data.get(name)) from None
+        name, message = first_error(exc.messages)
+        raise InvalidDescription(f"model.{name or '(model)'}", message, data.get(name)) from None
     return result
-
-
-def _first_error(messages: Any, prefix: str = "") -> tuple[str, str]:
-    if isinstance(messages, dict):
-        key, value = next(iter(messages.items()))
-        name = prefix if key == "_schema" else (f"{prefix}.{key}" if prefix else str(key))
-        return _first_error(value, name)
-    if isinstance(messages, list) and messages:
-        return _first_error(messages[0], prefix)
-    return prefix or "(model)", str(messages)
 
 
 def transformer_parameters(spec: TransformerSpec) -> float:

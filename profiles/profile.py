@@ -160,7 +160,12 @@ def _runnable(
     counts = {"parameters": float(sum(p.numel() for p in module.parameters()))}
     if workload.method in ("lora", "qlora"):
         assert workload.lora_rank is not None
-        counts["adapters"] = float(apply_lora(module, workload.lora_rank))
+        adapters = apply_lora(module, workload.lora_rank)
+        if adapters == 0:
+            raise InvalidDescription(
+                "workload.method", "this model has no linear layers to put LoRA adapters on"
+            )
+        counts["adapters"] = float(adapters)
     counts["trainable_parameters"] = float(
         sum(p.numel() for p in module.parameters() if p.requires_grad) if workload.trains else 0
     )
@@ -356,7 +361,7 @@ def assumptions(model: ResolvedModel, workload: Workload) -> list[str]:
             f"optimizer {workload.optimizer}: update accounted as one fused kernel per "
             "parameter (states in fp32; 8-bit Adam: one byte per state)"
         )
-    if model.family == "transformer":
+    if model.family in ("transformer", "vit", "unet", "layers"):
         out.append(
             "attention: "
             + (
@@ -365,7 +370,7 @@ def assumptions(model: ResolvedModel, workload: Workload) -> list[str]:
                 else "materialized score matrix (s² scores saved for backward)"
             )
         )
-        if model.spec.moe_experts:
+        if model.family == "transformer" and model.spec.moe_experts:
             out.append("mixture of experts: tokens spread evenly over the experts")
     if workload.method == "qlora":
         out.append(

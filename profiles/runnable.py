@@ -42,12 +42,16 @@ class Runnable:
         )
 
     def loss(self, inputs: tuple[Any, ...], ctx: StepContext) -> torch.Tensor:
-        logits = self.module(*inputs)
+        """Cross-entropy of the class logits (one label per sample)."""
+        logits = self.forward(inputs, ctx)
         target = torch.zeros(logits.shape[0], dtype=torch.long, device=META)
         return F.cross_entropy(logits.float(), target)
 
     def forward(self, inputs: tuple[Any, ...], ctx: StepContext) -> torch.Tensor:
-        out: torch.Tensor = self.module(*inputs)
+        if getattr(self.module, "wants_context", False):
+            out: torch.Tensor = self.module(*inputs, ctx=ctx)
+        else:
+            out = self.module(*inputs)
         return out
 
     def decode(self, batch: int, ctx: StepContext) -> torch.Tensor:

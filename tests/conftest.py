@@ -13,10 +13,11 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from knowledge import Knowledge, load_knowledge
+from knowledge.derive import default_shared_root
 from service import create_app
 
 REDIS_URL = os.environ.get("RIGHTSIZE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED_DATA = default_shared_root()
 
 
 @pytest.fixture(scope="session")

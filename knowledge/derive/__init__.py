@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,5 +53,9 @@ def _cell(value: object) -> object:
 
 
 def default_shared_root() -> Path:
-    """``../shared/data`` next to the checkout, where CI keeps the raw public data."""
+    """``$RIGHTSIZE_SHARED_DATA``, else ``../shared/data`` beside the checkout (where CI keeps
+    the raw public data)."""
+    override = os.environ.get("RIGHTSIZE_SHARED_DATA")
+    if override:
+        return Path(override)
     return Path(__file__).resolve().parents[2].parent / "shared" / "data"

@@ -147,10 +147,12 @@ class ResNet(nn.Module):
 class ViT(nn.Module):
     """Vision Transformer (pre-norm encoder, class token, learned positions)."""
 
-    def __init__(self, spec: ViTSpec, dtype: torch.dtype, attend: Any) -> None:
+    wants_context = True  # attention follows the run's choice (flash or materialized)
+
+    def __init__(self, spec: ViTSpec, dtype: torch.dtype) -> None:
         super().__init__()
         f = _f(dtype)
-        self.spec, self.attend = spec, attend
+        self.spec = spec
         tokens = (spec.image_size // spec.patch) ** 2 + 1
         self.patch = nn.Conv2d(spec.channels, spec.hidden, spec.patch, stride=spec.patch, **f)
         self.cls = nn.Parameter(torch.empty(1, 1, spec.hidden, **f))
@@ -159,11 +161,11 @@ class ViT(nn.Module):
         self.norm = nn.LayerNorm(spec.hidden, **f)
         self.head = nn.Linear(spec.hidden, spec.num_classes, **f)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, ctx: Any) -> torch.Tensor:
         x = self.patch(x).flatten(2).transpose(1, 2)
         x = torch.cat((self.cls.expand(x.shape[0], -1, -1), x), dim=1) + self.pos
         for block in self.blocks:
-            x = block(x, self.attend)
+            x = block(x, ctx.attend)
         return self.head(self.norm(x)[:, 0])
 
 

@@ -89,9 +89,9 @@ class TestGpus:
         assert get_json(client, "/v1/gpus/H100 80GB SXM5")["id"] == "h100-sxm-80gb"
 
     def test_unknown_id_is_404_with_close_matches(self, client: FlaskClient) -> None:
-        body = problem(client.get("/v1/gpus/h100-sxm"), 404)
+        body = problem(client.get("/v1/gpus/h100-sxm7"), 404)
         assert "h100-sxm-80gb" in body["suggestions"]
-        assert "h100-sxm" in body["detail"]
+        assert "h100-sxm7" in body["detail"]
 
 
 class TestInterconnects:
