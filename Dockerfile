@@ -23,6 +23,6 @@ EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=3s --start-period=20s --retries=3 \
     CMD python -c "import urllib.request,sys; sys.exit(urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=2).status != 200)"
 
-# Set RIGHTSIZE_REDIS_URL to use Redis; without it the service runs on its in-process cache.
-CMD ["gunicorn", "--bind", "0.0.0.0:8000", "--workers", "2", "--access-logfile", "-", \
-     "--preload", "service:create_app()"]
+# Set RIGHTSIZE_REDIS_URL to use Redis (then 2 worker processes share it); without it the
+# service runs one process on its in-process cache.
+CMD ["rightsize", "serve", "--host", "0.0.0.0", "--port", "8000"]

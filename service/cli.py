@@ -19,8 +19,15 @@ def main() -> None:
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=int)
-@click.option("--workers", default=2, show_default=True, type=int)
-def serve(host: str, port: int, workers: int) -> None:
+@click.option(
+    "--workers",
+    default=None,
+    type=int,
+    help="processes (default: 2 with Redis, 1 on the in-process cache, which a "
+    "second process would not share)",
+)
+@click.option("--threads", default=4, show_default=True, type=int)
+def serve(host: str, port: int, workers: int | None, threads: int) -> None:
     """Serve the API with gunicorn (Redis if RIGHTSIZE_REDIS_URL is set, else in-process)."""
     from gunicorn.app.base import BaseApplication
 
@@ -31,10 +38,15 @@ def serve(host: str, port: int, workers: int) -> None:
     except KnowledgeInvalid as exc:
         raise click.ClickException(f"refusing to start: {exc}") from None
 
+    if workers is None:
+        workers = 2 if app.config["RIGHTSIZE_REDIS_URL"] else 1
+
     class _Server(BaseApplication):
         def load_config(self) -> None:
             self.cfg.set("bind", f"{host}:{port}")
             self.cfg.set("workers", workers)
+            self.cfg.set("threads", threads)
+            self.cfg.set("worker_class", "gthread")
             self.cfg.set("accesslog", "-")
 
         def load(self) -> Any:
