@@ -36,6 +36,26 @@ ARCHITECTURES = (
     "cdna4",
 )
 MEMORY_TYPES = ("GDDR5", "GDDR5X", "GDDR6", "GDDR6X", "GDDR7", "HBM2", "HBM2e", "HBM3", "HBM3e")
+VENDORS = ("nvidia", "amd", "intel")
+SEGMENTS = ("datacenter", "workstation", "consumer")
+FORM_FACTORS = ("sxm", "pcie", "oam", "superchip", "mobile")
+INTERCONNECT_KINDS = (
+    "pcie",
+    "nvlink",
+    "nvlink-bridge",
+    "nvswitch",
+    "infinity-fabric",
+    "nvlink-c2c",
+    "infiniband",
+    "ethernet",
+)
+SCOPES = ("intra-node", "inter-node", "host")
+BENCHMARK_KINDS = (
+    "training-throughput",
+    "time-to-train",
+    "inference-throughput",
+    "operator-timing",
+)
 
 
 def _number(low: float, high: float, *, low_inclusive: bool = True, **kw: Any) -> fields.Float:
@@ -59,19 +79,15 @@ def _sources() -> fields.List:
 
 class GpuSchema(Schema):
     id = fields.String(required=True, validate=ID)
-    vendor = fields.String(required=True, validate=validate.OneOf(["nvidia", "amd", "intel"]))
+    vendor = fields.String(required=True, validate=validate.OneOf(VENDORS))
     name = fields.String(required=True, validate=validate.Length(min=2))
     architecture = fields.String(required=True, validate=validate.OneOf(ARCHITECTURES))
     compute_capability = fields.String(
         required=True, allow_none=True, validate=validate.Regexp(r"^\d+\.\d+$")
     )
     release_year = fields.Integer(required=True, validate=validate.Range(2010, 2030))
-    segment = fields.String(
-        required=True, validate=validate.OneOf(["datacenter", "workstation", "consumer"])
-    )
-    form_factor = fields.String(
-        required=True, validate=validate.OneOf(["sxm", "pcie", "oam", "superchip", "mobile"])
-    )
+    segment = fields.String(required=True, validate=validate.OneOf(SEGMENTS))
+    form_factor = fields.String(required=True, validate=validate.OneOf(FORM_FACTORS))
     memory_gb = _number(1, 1024, required=True)
     memory_type = fields.String(required=True, validate=validate.OneOf(MEMORY_TYPES))
     memory_bandwidth_gb_per_s = _number(10, 50000, required=True)
@@ -138,23 +154,10 @@ class InterconnectSchema(Schema):
     id = fields.String(required=True, validate=ID)
     kind = fields.String(
         required=True,
-        validate=validate.OneOf(
-            [
-                "pcie",
-                "nvlink",
-                "nvlink-bridge",
-                "nvswitch",
-                "infinity-fabric",
-                "nvlink-c2c",
-                "infiniband",
-                "ethernet",
-            ]
-        ),
+        validate=validate.OneOf(INTERCONNECT_KINDS),
     )
     name = fields.String(required=True)
-    scope = fields.String(
-        required=True, validate=validate.OneOf(["intra-node", "inter-node", "host"])
-    )
+    scope = fields.String(required=True, validate=validate.OneOf(SCOPES))
     bandwidth_gb_per_s_per_direction = _number(0, 10000, low_inclusive=False, required=True)
     latency_us = _number(0, 1000, low_inclusive=False, required=True)
     sources = _sources()
@@ -214,9 +217,7 @@ class WorkloadSchema(Schema):
     name = fields.String(required=True)
     kind = fields.String(
         required=True,
-        validate=validate.OneOf(
-            ["training-throughput", "time-to-train", "inference-throughput", "operator-timing"]
-        ),
+        validate=validate.OneOf(BENCHMARK_KINDS),
     )
     task = fields.String(
         required=True, validate=validate.OneOf(["training", "fine-tuning", "inference"])

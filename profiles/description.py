@@ -14,7 +14,7 @@ from marshmallow import Schema, ValidationError, fields, validate, validates_sch
 
 from profiles.errors import InvalidDescription, LimitExceeded
 from profiles.hf_config import from_hf_config
-from profiles.models.spec_fields import Strict, first_error
+from profiles.models.spec_fields import Strict, load_fields
 from profiles.models.transformer import ACTIVATIONS, TransformerSpec
 from profiles.models.vision import RESNET_BLOCKS, CnnSpec, EfficientNetSpec, ResNetSpec, ViTSpec
 
@@ -152,15 +152,6 @@ class CnnFields(Strict):
             raise ValidationError("needs one entry per stage, as channels", "blocks")
 
 
-def _load(schema: Schema, data: dict[str, Any]) -> dict[str, Any]:
-    try:
-        result: dict[str, Any] = schema.load(data)
-    except ValidationError as exc:
-        name, message = first_error(exc.messages)
-        raise InvalidDescription(f"model.{name or '(model)'}", message, data.get(name)) from None
-    return result
-
-
 def transformer_parameters(spec: TransformerSpec) -> float:
     """Approximate parameter count, from the shape alone (for the limit check)."""
     d, kv, hd = spec.hidden, spec.n_kv_heads, spec.d_head
@@ -171,7 +162,7 @@ def transformer_parameters(spec: TransformerSpec) -> float:
 
 
 def _transformer(data: dict[str, Any]) -> ResolvedModel:
-    fields_ = _load(TransformerFields(), data)
+    fields_ = load_fields(TransformerFields(), data)
     fields_.pop("family")
     # canonical form: equal models get equal specs (and profile ids) however they were written
     fields_["kv_heads"] = fields_.get("kv_heads") or fields_["heads"]
@@ -188,7 +179,7 @@ def _transformer(data: dict[str, Any]) -> ResolvedModel:
 
 
 def _simple(kind: str, schema: Schema, spec_type: type, data: dict[str, Any]) -> ResolvedModel:
-    fields_ = _load(schema, data)
+    fields_ = load_fields(schema, data)
     fields_.pop("family")
     for key in ("channels", "blocks"):
         if isinstance(fields_.get(key), list):

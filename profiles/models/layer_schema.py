@@ -12,11 +12,11 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from marshmallow import Schema, ValidationError, fields, validate
+from marshmallow import Schema, fields, validate
 
 from profiles.description import MAX_WIDTH
 from profiles.errors import InvalidDescription, LimitExceeded
-from profiles.models.spec_fields import IntOrList, Strict, first_error
+from profiles.models.spec_fields import IntOrList, Strict, load_fields
 
 MAX_ROWS = 10_000_000_000  # embedding rows (recommender tables run to 10^8 and beyond)
 MAX_SPAN = 10_000  # kernel, stride, dilation, padding
@@ -272,11 +272,7 @@ def _load_one(item: Any, where: str, depth: int) -> dict[str, Any]:
             f"unknown layer type {kind!r}{hint} (known: {', '.join(LAYER_TYPES)})",
             kind,
         )
-    try:
-        data: dict[str, Any] = schema().load(item)
-    except ValidationError as exc:
-        name, message = first_error(exc.messages)
-        raise InvalidDescription(f"{where}.{name}", message, item.get(name)) from None
+    data = load_fields(schema(), item, where)
     if kind in CONTAINERS:
         for key in NESTED:
             if key in data:

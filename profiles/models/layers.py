@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
-from marshmallow import ValidationError, fields, validate
+from marshmallow import fields, validate
 from torch import nn
 
 from profiles.description import MAX_LAYERS, MAX_PARAMETERS, MAX_WIDTH, ResolvedModel
@@ -39,7 +39,7 @@ from profiles.errors import InvalidDescription, LimitExceeded
 from profiles.models import layer_modules as lm
 from profiles.models.layer_schema import CONTAINERS, check_layer_count, load_layers
 from profiles.models.layer_shapes import expect, leaf_module, leaf_parameters, shape_text
-from profiles.models.spec_fields import Strict, first_error
+from profiles.models.spec_fields import Strict, load_fields
 from profiles.models.transformer import StepContext
 from profiles.runnable import Runnable
 from profiles.workload import Workload
@@ -72,11 +72,7 @@ class LayerListFields(Strict):
 
 def layer_list_spec(data: dict[str, Any]) -> LayerListSpec:
     """Validate a layer-list description and shape-check it (errors name the field)."""
-    try:
-        loaded: dict[str, Any] = LayerListFields().load(data)
-    except ValidationError as exc:
-        name, message = first_error(exc.messages)
-        raise InvalidDescription(f"model.{name}", message, data.get(name)) from None
+    loaded = load_fields(LayerListFields(), data)
     if loaded["input"] == "tokens" and len(loaded["input_shape"]) != 1:
         raise InvalidDescription(
             "model.input_shape", "token input is one sequence: [L]", loaded["input_shape"]

@@ -1,8 +1,8 @@
 """Marshmallow pieces shared by the special-family schemas (U-Net, layer lists).
 
 A strict base schema (unknown keys rejected), a field for "an integer or a list of them"
-(kernel sizes, per-block head counts) and the walk that turns marshmallow's nested error
-dict into the first offending field name.
+(kernel sizes, per-block head counts), the walk that turns marshmallow's nested error
+dict into the first offending field name, and the load that raises it as an error.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from marshmallow import RAISE, Schema, ValidationError, fields
+
+from profiles.errors import InvalidDescription
 
 
 class Strict(Schema):
@@ -53,3 +55,14 @@ def first_error(messages: Any, prefix: str = "") -> tuple[str, str]:
     if isinstance(messages, list) and messages:
         return first_error(messages[0], prefix)
     return prefix, str(messages)
+
+
+def load_fields(schema: Schema, data: dict[str, Any], where: str = "model") -> dict[str, Any]:
+    """``schema.load(data)``, or :class:`InvalidDescription` naming ``<where>.<field>``."""
+    try:
+        loaded: dict[str, Any] = schema.load(data)
+    except ValidationError as exc:
+        name, message = first_error(exc.messages)
+        field = f"{where}.{name}" if name else where
+        raise InvalidDescription(field, message, data.get(name)) from None
+    return loaded

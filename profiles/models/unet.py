@@ -24,7 +24,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from profiles.errors import InvalidDescription
-from profiles.models.spec_fields import IntOrList, Strict, first_error
+from profiles.models.spec_fields import IntOrList, Strict, load_fields
 from profiles.models.transformer import StepContext
 from profiles.runnable import Runnable
 from profiles.workload import Workload
@@ -110,11 +110,7 @@ def _per_block(value: int | tuple[int, ...], blocks: int, name: str) -> tuple[in
 
 def unet_spec(data: dict[str, Any]) -> UNetSpec:
     """A ``family: unet`` description → :class:`UNetSpec` (errors name ``model.<field>``)."""
-    try:
-        loaded: dict[str, Any] = UNetFields().load(data)
-    except ValidationError as exc:
-        name, message = first_error(exc.messages)
-        raise InvalidDescription(f"model.{name}", message, data.get(name)) from None
+    loaded = load_fields(UNetFields(), data)
     channels = tuple(loaded.pop("block_out_channels"))
     loaded.pop("family")
     if "attention_head_dim" in loaded:

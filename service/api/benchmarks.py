@@ -7,6 +7,7 @@ from typing import Any
 from flask.views import MethodView
 from marshmallow import fields, validate
 
+from knowledge.schemas import BENCHMARK_KINDS
 from service.api.base import Blueprint
 from service.api.lookups import gpu_filter, workload_filter
 from service.api.pagination import PageQuerySchema, page_schema, paginate
@@ -17,8 +18,6 @@ blp = Blueprint(
     "benchmarks", __name__, url_prefix="/v1/benchmarks", description="Stored benchmark results"
 )
 
-KINDS = ("training-throughput", "time-to-train", "inference-throughput", "operator-timing")
-
 
 class BenchmarkQuerySchema(PageQuerySchema):
     model = fields.String(
@@ -26,7 +25,7 @@ class BenchmarkQuerySchema(PageQuerySchema):
     )
     gpu = fields.String(metadata={"description": "GPU id or any of its names"})
     precision = fields.String(metadata={"description": "fp16, fp32, ... as the source labels it"})
-    kind = fields.String(validate=validate.OneOf(KINDS))
+    kind = fields.String(validate=validate.OneOf(BENCHMARK_KINDS))
     suite = fields.String(metadata={"description": "e.g. lambda-v1, mlperf-training-v4.0"})
     gpu_count = fields.Integer(validate=validate.Range(min=1))
 

@@ -9,6 +9,7 @@ from flask.views import MethodView
 from marshmallow import fields, validate
 
 from knowledge.records import PRECISIONS, Gpu
+from knowledge.schemas import FORM_FACTORS, SEGMENTS, VENDORS
 from service.api.base import Blueprint
 from service.api.pagination import PageQuerySchema, page_schema, paginate
 from service.api.schemas import GpuDetailSchema, GpuSchema
@@ -38,12 +39,10 @@ GPU_SORT_KEYS = (
 
 
 class GpuQuerySchema(PageQuerySchema):
-    vendor = fields.String(validate=validate.OneOf(["nvidia", "amd", "intel"]))
+    vendor = fields.String(validate=validate.OneOf(VENDORS))
     architecture = fields.String(metadata={"description": "e.g. hopper, ampere, cdna3"})
-    segment = fields.String(validate=validate.OneOf(["datacenter", "workstation", "consumer"]))
-    form_factor = fields.String(
-        validate=validate.OneOf(["sxm", "pcie", "oam", "superchip", "mobile"])
-    )
+    segment = fields.String(validate=validate.OneOf(SEGMENTS))
+    form_factor = fields.String(validate=validate.OneOf(FORM_FACTORS))
     min_memory_gb = fields.Float(
         validate=validate.Range(min=0), metadata={"description": "at least this much memory, GB"}
     )

@@ -7,6 +7,7 @@ from typing import Any
 from flask.views import MethodView
 from marshmallow import fields, validate
 
+from knowledge.schemas import INTERCONNECT_KINDS, SCOPES
 from service.api.base import Blueprint
 from service.api.pagination import PageQuerySchema, page_schema, paginate
 from service.api.schemas import InterconnectSchema
@@ -19,21 +20,8 @@ blp = Blueprint(
 
 
 class InterconnectQuerySchema(PageQuerySchema):
-    kind = fields.String(
-        validate=validate.OneOf(
-            [
-                "pcie",
-                "nvlink",
-                "nvlink-bridge",
-                "nvswitch",
-                "infinity-fabric",
-                "nvlink-c2c",
-                "infiniband",
-                "ethernet",
-            ]
-        )
-    )
-    scope = fields.String(validate=validate.OneOf(["intra-node", "inter-node", "host"]))
+    kind = fields.String(validate=validate.OneOf(INTERCONNECT_KINDS))
+    scope = fields.String(validate=validate.OneOf(SCOPES))
     sort = sort_field(("id", "bandwidth_gb_per_s_per_direction", "latency_us"), "id")
 
 
