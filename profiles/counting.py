@@ -187,7 +187,8 @@ class StepCounter(TorchDispatchMode):
     def __init__(self, weights: set[int] | None = None, deadline: float | None = None) -> None:
         super().__init__()
         self.phase = "forward"
-        self.totals: dict[tuple[str, str], Totals] = defaultdict(Totals)
+        self.totals: dict[tuple[str, str], Totals] = defaultdict(Totals)  # (phase, kind)
+        self.by_op: dict[tuple[str, str], Totals] = defaultdict(Totals)  # (phase, aten op)
         self.weights = weights or set()
         self.deadline = deadline
         self.events: list[tuple[int, int]] = []  # (serial, +bytes at birth / -bytes at death)
@@ -230,23 +231,27 @@ class StepCounter(TorchDispatchMode):
         self, func: Any, packet: Any, args: Any, kwargs: Any, out: Any, outputs: list[torch.Tensor]
     ) -> None:
         kind = classify(func)
-        total = self.totals[(self.phase, kind)]
-        total.ops += 1
+        read = weight_read = 0
         for t in _tensors((args, kwargs)):
             n = _nbytes(t)
-            total.bytes_read += n
+            read += n
             if t.untyped_storage()._cdata in self.weights:
-                total.weight_bytes_read += n
-        total.bytes_written += sum(_nbytes(t) for t in outputs)
+                weight_read += n
+        written = sum(_nbytes(t) for t in outputs)
         formula = flop_registry.get(packet)
         if formula is None:
-            total.flops += _PER_ELEMENT.get(kind, 1.0) * (outputs[0].numel() if outputs else 0)
-            return
-        flops = float(formula(*args, **kwargs, out_val=out))
-        causal_at = _CAUSAL_FLASH.get(packet)
-        if causal_at is not None and _arg(args, kwargs, causal_at, "is_causal"):
-            flops /= 2  # flash kernels skip the blocks a causal mask removes
-        total.flops += flops
+            flops = _PER_ELEMENT.get(kind, 1.0) * (outputs[0].numel() if outputs else 0)
+        else:
+            flops = float(formula(*args, **kwargs, out_val=out))
+            causal_at = _CAUSAL_FLASH.get(packet)
+            if causal_at is not None and _arg(args, kwargs, causal_at, "is_causal"):
+                flops /= 2  # flash kernels skip the blocks a causal mask removes
+        for total in (self.totals[(self.phase, kind)], self.by_op[(self.phase, str(packet))]):
+            total.ops += 1
+            total.flops += flops
+            total.bytes_read += read
+            total.weight_bytes_read += weight_read
+            total.bytes_written += written
 
     def _follow(self, outputs: list[torch.Tensor]) -> None:
         for t in outputs:

@@ -11,13 +11,13 @@ import hashlib
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
 
 from profiles.build import build
-from profiles.counting import KINDS, ProfileTimeout
+from profiles.counting import KINDS, ProfileTimeout, Totals
 from profiles.description import ResolvedModel
 from profiles.errors import InvalidDescription, ProfileTooSlow
 from profiles.lora import NF4_BYTES_PER_PARAMETER, apply_lora
@@ -60,6 +60,13 @@ class KindCost(PhaseCost):
 
 
 @dataclass
+class OpCost(PhaseCost):
+    phase: str = ""
+    op: str = ""
+    calls: int = 0
+
+
+@dataclass
 class Memory:
     parameters_bytes: float
     gradients_bytes: float
@@ -86,19 +93,29 @@ class Profile:
     flops: dict[str, float | None]
     phases: dict[str, PhaseCost]
     by_kind: list[KindCost]
+    by_op: list[OpCost]
     memory: Memory
     dataset: dict[str, float | None]
     assumptions: list[str]
     seconds: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def arithmetic_intensity(self) -> float | None:
+        """FLOPs per byte of the whole training step, or of the prefill for inference."""
+        names = ("prefill",) if "prefill" in self.phases else tuple(self.phases)
+        flops = sum(self.phases[n].flops for n in names)
+        moved = sum(self.phases[n].bytes_read + self.phases[n].bytes_written for n in names)
+        return flops / moved if moved else None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["memory"]["total_bytes"] = self.memory.total_bytes
+        out["arithmetic_intensity"] = self.arithmetic_intensity
         for name, cost in self.phases.items():
             out["phases"][name]["arithmetic_intensity"] = cost.arithmetic_intensity
-        for entry, cost in zip(out["by_kind"], self.by_kind, strict=True):
-            entry["arithmetic_intensity"] = cost.arithmetic_intensity
+        for key in ("by_kind", "by_op"):
+            for entry, cost in zip(out[key], getattr(self, key), strict=True):
+                entry["arithmetic_intensity"] = cost.arithmetic_intensity
         return out
 
 
@@ -188,16 +205,26 @@ def _weights_bytes(runnable: Runnable, workload: Workload) -> tuple[float, float
     return plain, 1.0
 
 
+def _read(t: Totals, weight_factor: float) -> float:
+    """Bytes read, with weight reads at the stored (frozen or quantised) width."""
+    return t.bytes_read - t.weight_bytes_read * (1 - weight_factor)
+
+
 def _by_kind(measured: Measured, weight_factor: float) -> list[KindCost]:
-    out = []
-    for (phase, kind), t in sorted(
-        measured.totals.items(), key=lambda kv: (kv[0][0], KINDS.index(kv[0][1]))
-    ):
-        if phase == "uncounted":
-            continue
-        read = t.bytes_read - t.weight_bytes_read * (1 - weight_factor)
-        out.append(KindCost(t.flops, read, t.bytes_written, phase=phase, kind=kind))
-    return out
+    ordered = sorted(measured.totals.items(), key=lambda kv: (kv[0][0], KINDS.index(kv[0][1])))
+    return [
+        KindCost(t.flops, _read(t, weight_factor), t.bytes_written, phase=phase, kind=kind)
+        for (phase, kind), t in ordered
+    ]
+
+
+def _by_op(measured: Measured, weight_factor: float) -> list[OpCost]:
+    """Per aten operator and phase, the heaviest traffic first."""
+    ordered = sorted(measured.by_op.items(), key=lambda kv: (kv[0][0], -kv[1].bytes))
+    return [
+        OpCost(t.flops, _read(t, weight_factor), t.bytes_written, phase=phase, op=op, calls=t.ops)
+        for (phase, op), t in ordered
+    ]
 
 
 def profile(model: ResolvedModel, workload: Workload, time_limit_s: float = 20.0) -> Profile:
@@ -267,6 +294,7 @@ def _assemble(
         flops=flops,
         phases=phases,
         by_kind=by_kind,
+        by_op=_by_op(measured, factor),
         memory=memory,
         dataset=_dataset(workload, flops, runnable.tokens_per_sample(workload)),
         assumptions=assumptions(model, workload),

@@ -45,6 +45,13 @@ def render(profile: dict[str, Any]) -> str:
             f"{cost['phase']:<14}{cost['kind']:<15}{si(cost['flops']):>12}{si(moved, 'B'):>12}"
             f"{(f'{intensity:.1f}' if intensity is not None else '-'):>9}"
         )
+    lines += ["", "heaviest operators (by bytes moved):"]
+    heaviest = sorted(profile["by_op"], key=lambda o: -(o["bytes_read"] + o["bytes_written"]))
+    for op in heaviest[:8]:
+        moved = op["bytes_read"] + op["bytes_written"]
+        lines.append(
+            f"  {op['phase']:<12}{op['op']:<32}{op['calls']:>6} calls {si(moved, 'B'):>10}"
+        )
     lines += ["", "memory per replica:"]
     lines += [f"  {k.removesuffix('_bytes'):<24} {gib(v):>14}" for k, v in memory.items()]
     lines += ["", "assumptions:"] + [f"  - {a}" for a in profile["assumptions"]]

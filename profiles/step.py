@@ -25,6 +25,7 @@ from profiles.workload import Workload
 @dataclass
 class Measured:
     totals: dict[tuple[str, str], Totals]
+    by_op: dict[tuple[str, str], Totals] = field(default_factory=dict)
     activations_bytes: int = 0
     temporary_peak_bytes: int = 0
     optimizer_state_bytes: int = 0
@@ -73,6 +74,7 @@ def train_step(
     )
     return Measured(
         totals=totals,
+        by_op=dict(counter.by_op),
         activations_bytes=activations,
         temporary_peak_bytes=max(peak_forward, peak_backward) - activations,
         optimizer_state_bytes=round(update.state_bytes),
@@ -115,6 +117,7 @@ def inference(runnable: Runnable, workload: Workload, deadline: float | None) ->
     _, peak = counter.live_curve(set())
     return Measured(
         totals=dict(counter.totals),
+        by_op=dict(counter.by_op),
         temporary_peak_bytes=max(peak - kv_bytes, 0),
         kv_cache_bytes=kv_bytes,
     )

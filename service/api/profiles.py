@@ -48,6 +48,12 @@ class KindCostSchema(CostSchema):
     )
 
 
+class OpCostSchema(CostSchema):
+    phase = fields.String()
+    op = fields.String(metadata={"description": "aten operator, e.g. aten.mm"})
+    calls = fields.Integer()
+
+
 class MemorySchema(Schema):
     parameters_bytes = fields.Float()
     gradients_bytes = fields.Float()
@@ -75,6 +81,11 @@ class ProfileSchema(Schema):
     flops = fields.Dict(keys=fields.String(), values=fields.Float(allow_none=True))
     phases = fields.Dict(keys=fields.String(), values=fields.Nested(CostSchema))
     by_kind = fields.List(fields.Nested(KindCostSchema))
+    by_op = fields.List(fields.Nested(OpCostSchema))
+    arithmetic_intensity = fields.Float(
+        allow_none=True,
+        metadata={"description": "FLOPs per byte, whole training step (inference: prefill)"},
+    )
     memory = fields.Nested(MemorySchema)
     dataset = fields.Dict(keys=fields.String(), values=fields.Float(allow_none=True))
     assumptions = fields.List(fields.String())

@@ -136,3 +136,17 @@ class TestLimits:
 
         with pytest.raises(InvalidDescription, match="1024 learned positions"):
             run("gpt2", task="training", batch_size=1, seq_len=2048)
+
+
+class TestOperatorBreakdown:
+    def test_ops_add_up_to_the_kinds(self, run: Run) -> None:
+        p = run("gpt2", task="training", batch_size=2, seq_len=128)
+        for phase in ("forward", "backward"):
+            ops = [o for o in p.by_op if o.phase == phase]
+            kinds = [k for k in p.by_kind if k.phase == phase]
+            assert sum(o.flops for o in ops) == pytest.approx(sum(k.flops for k in kinds))
+            assert sum(o.bytes_read for o in ops) == pytest.approx(sum(k.bytes_read for k in kinds))
+            assert "aten.mm" in {o.op for o in ops} or "aten.addmm" in {o.op for o in ops}
+        total = sum(c.flops for c in p.phases.values())
+        moved = sum(c.bytes_read + c.bytes_written for c in p.phases.values())
+        assert p.arithmetic_intensity == pytest.approx(total / moved)
