@@ -16,10 +16,12 @@ from werkzeug.wrappers import Response
 
 from knowledge import load_knowledge
 from profiles.catalog import Catalog
+from profiles.trace.stream import Limits
 from service import api, errors
-from service.cache import make_cache
+from service.cache import RedisCache, make_cache
 from service.config import load_settings
 from service.engine.profiling import ProfileService
+from service.engine.traces import TraceService
 from service.state import AppState, attach
 
 
@@ -43,12 +45,28 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         settings["RIGHTSIZE_CACHE_TTL_S"],
         settings["RIGHTSIZE_PROFILE_TIME_LIMIT_S"],
     )
+    limits = Limits(
+        compressed_bytes=settings["RIGHTSIZE_TRACE_MAX_BYTES"],
+        decompressed_bytes=settings["RIGHTSIZE_TRACE_MAX_DECOMPRESSED_BYTES"],
+        events=settings["RIGHTSIZE_TRACE_MAX_EVENTS"],
+    )
+    traces = TraceService(knowledge, cache, settings["RIGHTSIZE_TRACE_TTL_S"], limits)
+    redis = cache.client if isinstance(cache, RedisCache) else None
     attach(
         app,
         AppState(
-            knowledge=knowledge, cache=cache, settings=settings, catalog=catalog, profiles=profiles
+            knowledge=knowledge,
+            cache=cache,
+            settings=settings,
+            catalog=catalog,
+            profiles=profiles,
+            traces=traces,
+            redis=redis,
         ),
     )
+    # werkzeug refuses larger bodies with 413 before reading them; JSON endpoints are
+    # held to a smaller limit in service.api
+    app.config["MAX_CONTENT_LENGTH"] = limits.compressed_bytes + 2**20
     errors.init_app(app)
     api.init_app(app)
 

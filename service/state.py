@@ -6,11 +6,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from flask import Flask, current_app
+from redis import Redis
 
 from knowledge import Knowledge
 from profiles.catalog import Catalog
 from service.cache import Cache
 from service.engine.profiling import ProfileService
+from service.engine.traces import TraceService
 
 EXTENSION = "rightsize"
 
@@ -22,6 +24,8 @@ class AppState:
     settings: dict[str, Any]
     catalog: Catalog
     profiles: ProfileService
+    traces: TraceService
+    redis: Redis | None  # the job queue's connection, when Redis is configured
 
 
 def attach(app: Flask, state: AppState) -> None:

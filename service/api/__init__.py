@@ -6,11 +6,22 @@ from pathlib import Path
 
 import swagger_ui_bundle
 from flask import Blueprint as FlaskBlueprint
-from flask import Flask, send_from_directory
+from flask import Flask, request, send_from_directory
 from werkzeug.wrappers import Response
 
-from service.api import benchmarks, gpus, health, interconnects, models, offers, profiles
+from service.api import (
+    benchmarks,
+    gpus,
+    health,
+    interconnects,
+    jobs,
+    models,
+    offers,
+    profiles,
+    traces,
+)
 from service.api.base import Api
+from service.errors import PayloadTooLarge
 
 BLUEPRINTS = (
     health.blp,
@@ -20,6 +31,8 @@ BLUEPRINTS = (
     benchmarks.blp,
     models.blp,
     profiles.blp,
+    traces.blp,
+    jobs.blp,
 )
 API_VERSION = "0.1.0"
 
@@ -34,6 +47,16 @@ def _docs_assets() -> FlaskBlueprint:
         return send_from_directory(folder, filename, max_age=86400)
 
     return assets
+
+
+JSON_BODY_LIMIT = 2**20
+
+
+def _limit_json_bodies() -> None:
+    """Only trace uploads may be large; any other body is held to 1 MiB."""
+    length = request.content_length
+    if length and length > JSON_BODY_LIMIT and not request.path.startswith("/v1/traces"):
+        raise PayloadTooLarge(f"request bodies here are limited to {JSON_BODY_LIMIT} bytes")
 
 
 def init_app(app: Flask) -> Api:
@@ -54,6 +77,7 @@ def init_app(app: Flask) -> Api:
             }
         },
     )
+    app.before_request(_limit_json_bodies)
     api = Api(app)
     for blueprint in BLUEPRINTS:
         api.register_blueprint(blueprint)

@@ -1,0 +1,1 @@
+"""Reading PyTorch profiler (Kineto / Chrome-trace JSON) traces of a sample run."""

@@ -1,0 +1,36 @@
+"""``/v1/jobs``: the state of background work (large trace uploads)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask.views import MethodView
+from marshmallow import Schema, fields
+
+from service import jobs
+from service.api.base import Blueprint
+from service.errors import NotFound
+from service.state import state
+
+blp = Blueprint("jobs", __name__, url_prefix="/v1/jobs", description="Background jobs")
+
+
+class JobSchema(Schema):
+    job_id = fields.String()
+    status = fields.String(metadata={"description": "queued, started, finished, failed, ..."})
+    trace_id = fields.String()
+    trace_url = fields.String()
+    error = fields.Dict(metadata={"description": "why the job failed: kind and message"})
+
+
+@blp.route("/<string:job_id>")
+class JobById(MethodView):
+    @blp.response(200, JobSchema)
+    @blp.problem(404)
+    def get(self, job_id: str) -> dict[str, Any]:
+        """State of a background job; when finished, where its result is"""
+        client = state().redis
+        found = jobs.status(client, job_id) if client is not None else None
+        if found is None:
+            raise NotFound("job", job_id, [])
+        return found

@@ -1,0 +1,137 @@
+"""Traced sample runs: ingest (now, or as a background job), store, project, advise.
+
+A trace is stored under its ``trace_id`` (a hash of the uploaded bytes and the step
+marker) in the cache: Redis with a TTL when configured, in-process otherwise. Uploads
+above ``async_bytes`` go to an rq queue on Redis; their state is read back by job id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import time
+from dataclasses import asdict, dataclass
+from typing import IO, Any
+
+from knowledge import Knowledge
+from knowledge.records import Gpu
+from profiles.trace.read import analysis_dict, read_trace
+from profiles.trace.stream import Limits
+from service.cache import Cache
+from service.engine.projection import advice, project
+
+PREFIX = "trace:"
+UPLOAD_PREFIX = "upload:"
+QUEUE = "rightsize"
+
+
+@dataclass(frozen=True)
+class TraceOptions:
+    reference_gpu: str | None = None
+    step_marker: str | None = None
+    precision: str | None = None
+    batch_size: int | None = None
+
+
+class UnknownReference(ValueError):
+    """Projection needs a reference GPU the catalog knows."""
+
+
+class _Hashing(io.RawIOBase):
+    def __init__(self, raw: IO[bytes]) -> None:
+        self.raw, self.digest = raw, hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.raw.read(len(buffer))
+        self.digest.update(data)
+        buffer[: len(data)] = data
+        return len(data)
+
+
+@dataclass
+class TraceService:
+    knowledge: Knowledge
+    cache: Cache
+    ttl_s: int
+    limits: Limits
+
+    def ingest(self, raw: IO[bytes], options: TraceOptions) -> dict[str, Any]:
+        """Parse and analyse an upload now; store and return the record."""
+        return ingest(raw, options, self.cache, self.ttl_s, self.limits)
+
+    def get(self, trace_id: str) -> dict[str, Any] | None:
+        hit = self.cache.get(PREFIX + trace_id)
+        return json.loads(hit) if hit is not None else None
+
+    def reference(self, record: dict[str, Any], override: str | None = None) -> Gpu | None:
+        """The reference GPU: as the client named it, else the trace's device name."""
+        name = override or record["options"].get("reference_gpu")
+        name = name or record["analysis"].get("device_name")
+        ident = self.knowledge.resolve_gpu(name) if name else None
+        return self.knowledge.gpus[ident] if ident else None
+
+    def view(self, record: dict[str, Any]) -> dict[str, Any]:
+        """The stored record as the API shows it: reference GPU resolved, advice added."""
+        ref = self.reference(record)
+        analysis = record["analysis"]
+        notes = list(analysis.get("notes") or [])
+        if ref is None:
+            notes.append(
+                f"reference GPU '{analysis.get('device_name')}' is not in the catalog: projections "
+                "need reference_gpu (a GPU id, see /v1/gpus)"
+            )
+        return {
+            **record,
+            "reference_gpu_id": ref.id if ref else None,
+            "advice": advice(analysis, ref, self.knowledge),
+            "notes": notes,
+        }
+
+    def projections(
+        self, record: dict[str, Any], gpu_ids: list[str], count: int, reference_gpu: str | None
+    ) -> dict[str, Any]:
+        ref = self.reference(record, reference_gpu)
+        if ref is None:
+            raise UnknownReference(record["analysis"].get("device_name") or "(none)")
+        analysis = record["analysis"]
+        if not analysis.get("breakdown"):
+            raise UnknownReference("no GPU activity in the trace to project")
+        sixteen = "bf16" if record["options"].get("precision") == "bf16" else "fp16"
+        targets = [self.knowledge.gpu(g) for g in gpu_ids]
+        return {
+            "trace_id": record["trace_id"],
+            "reference_gpu_id": ref.id,
+            "reference_step_time_us": analysis["breakdown"]["wall_us"],
+            "projections": [
+                project(analysis, ref, t, self.knowledge, count, sixteen) for t in targets
+            ],
+            "assumptions": [
+                "each part of the step is scaled by the ratio of the resource that bounds it; "
+                "idle time (input, synchronisation, launches, host work) is not scaled",
+                "the same kernels run on the target (same framework, precision and batch)",
+            ],
+            "knowledge_version": self.knowledge.version,
+        }
+
+
+def ingest(
+    raw: IO[bytes], options: TraceOptions, cache: Cache, ttl_s: int, limits: Limits
+) -> dict[str, Any]:
+    """Read, analyse and store one trace (in a request or in a background job)."""
+    started = time.monotonic()
+    hashing = _Hashing(raw)
+    analysis, stats = read_trace(io.BufferedReader(hashing, 1 << 20), limits, options.step_marker)
+    hashing.digest.update((options.step_marker or "").encode())
+    trace_id = hashing.digest.hexdigest()[:24]
+    record: dict[str, Any] = {
+        "trace_id": trace_id,
+        "analysis": analysis_dict(analysis, stats),
+        "options": asdict(options),
+        "parse_seconds": round(time.monotonic() - started, 4),
+    }
+    cache.set(PREFIX + trace_id, json.dumps(record).encode(), ttl_s)
+    return record

@@ -1,0 +1,94 @@
+"""Background trace parsing on Redis with rq (JSON-serialised jobs, no pickles).
+
+``submit`` stores the upload in Redis and queues ``parse_trace_job``; an rq worker
+(``rightsize worker``) runs it and stores the analysis like a synchronous upload would.
+A failed job keeps the reason in its metadata for ``GET /v1/jobs/{id}``.
+"""
+
+from __future__ import annotations
+
+import io
+import uuid
+from dataclasses import asdict
+from typing import Any
+
+import redis
+from rq import Queue, get_current_job
+from rq.job import Job
+from rq.serializers import JSONSerializer
+
+from profiles.trace.stream import Limits, TraceFormatError
+from service.cache import RedisCache
+from service.engine.traces import TraceOptions, ingest
+
+QUEUE = "rightsize"
+UPLOAD_TTL_S = 3600
+
+
+def queue(client: redis.Redis) -> Queue:
+    return Queue(QUEUE, connection=client, serializer=JSONSerializer)
+
+
+def submit(
+    client: redis.Redis, prefix: str, data: bytes, options: TraceOptions, ttl_s: int, limits: Limits
+) -> str:
+    """Queue the parsing of an upload; returns the job id."""
+    upload_key = f"{prefix}upload:{uuid.uuid4().hex}"
+    client.set(upload_key, data, ex=UPLOAD_TTL_S)
+    job = queue(client).enqueue(
+        parse_trace_job,
+        upload_key,
+        asdict(options),
+        prefix,
+        ttl_s,
+        asdict(limits),
+        job_timeout=600,
+        result_ttl=ttl_s,
+        failure_ttl=ttl_s,
+    )
+    return str(job.id)
+
+
+def parse_trace_job(
+    upload_key: str, options: dict[str, Any], prefix: str, ttl_s: int, limits: dict[str, Any]
+) -> dict[str, Any]:
+    """Run in an rq worker: parse the stored upload, store the analysis, drop the upload."""
+    job = get_current_job()
+    assert job is not None
+    client = job.connection
+    data = client.get(upload_key)
+    if not isinstance(data, bytes):
+        raise RuntimeError("the upload expired before a worker took the job")
+    try:
+        record = ingest(
+            io.BytesIO(data),
+            TraceOptions(**options),
+            RedisCache(client, prefix),
+            ttl_s,
+            Limits(**limits),
+        )
+    except TraceFormatError as exc:
+        job.meta["error"] = {"kind": exc.kind, "message": str(exc)}
+        job.save_meta()
+        raise
+    finally:
+        client.delete(upload_key)
+    return {"trace_id": record["trace_id"]}
+
+
+def status(client: redis.Redis, job_id: str) -> dict[str, Any] | None:
+    """State of a job (None if unknown): queued, started, finished (with the trace id) or
+    failed (with the reason)."""
+    try:
+        job = Job.fetch(job_id, connection=client, serializer=JSONSerializer)
+    except Exception:  # rq raises NoSuchJobError, or a decode error for a foreign key
+        return None
+    state = str(job.get_status(refresh=True))
+    out: dict[str, Any] = {"job_id": job_id, "status": state.rsplit(".", maxsplit=1)[-1].lower()}
+    if out["status"] == "finished":
+        result = job.return_value() or {}
+        out["trace_id"] = result.get("trace_id")
+        out["trace_url"] = f"/v1/traces/{out['trace_id']}"
+    elif out["status"] == "failed":
+        out["error"] = job.meta.get("error") or {"kind": "failed", "message": "the job failed"}
+    return out
