@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -54,6 +57,19 @@ def serve(host: str, port: int, workers: int | None, threads: int) -> None:
 
     click.echo(f"rightsize on http://{host}:{port} (API docs at /docs)")
     _Server().run()
+
+
+@main.command()
+def worker() -> None:
+    """Run a background worker for large trace uploads (needs RIGHTSIZE_REDIS_URL)."""
+    from service import jobs
+    from service.cache import redis_client
+    from service.config import load_settings
+
+    url = load_settings()["RIGHTSIZE_REDIS_URL"]
+    if url is None:
+        raise click.ClickException("RIGHTSIZE_REDIS_URL is not set: there is no queue to work on")
+    jobs.worker(redis_client(url, timeout_s=30)).work()
 
 
 @main.command()
@@ -178,3 +194,86 @@ def profile(model: str, as_json: bool, time_limit: float, **options: Any) -> Non
         raise click.ClickException(str(exc)) from None
     data = result.to_dict()
     click.echo(json.dumps(data, indent=2) if as_json else render(data))
+
+
+PYTHON_NAME = re.compile(r"^python(\d+(\.\d+)?)?(\.exe)?$")
+PROBE = """
+import importlib.util
+def found(name):
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ImportError:  # a parent package missing
+        return False
+print(int(found("profiles.capture_main")), int(found("torch")))
+"""
+
+
+def _capture_env(python: str) -> dict[str, str]:
+    """The environment for ``python``: the repo root on PYTHONPATH if it can't import profiles."""
+    env = dict(os.environ)
+    try:
+        found = subprocess.run(
+            [python, "-c", PROBE], check=False, env=env, capture_output=True, text=True, timeout=60
+        ).stdout.split()
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise click.ClickException(f"cannot run {python}: {exc}") from None
+    if found[:1] != ["1"]:
+        import profiles
+
+        root = str(Path(profiles.__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    if found[1:2] != ["1"]:
+        raise click.ClickException(f"{python} cannot import torch: install torch for it first")
+    return env
+
+
+def _wait(child: subprocess.Popen[bytes]) -> int:
+    """The child's exit status; Ctrl-C reaches it too, so wait while it writes its trace."""
+    while True:
+        try:
+            code = child.wait()
+        except KeyboardInterrupt:
+            continue
+        return code if code >= 0 else 128 - code  # killed by signal N: 128 + N, as a shell says
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=Path("trace.json.gz"),
+    show_default=True,
+    help="trace file to write (gzipped Chrome trace)",
+)
+@click.option("--wait", type=click.IntRange(min=0), default=1, show_default=True)
+@click.option("--warmup", type=click.IntRange(min=0), default=2, show_default=True)
+@click.option("--active", type=click.IntRange(min=1), default=3, show_default=True)
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.pass_context
+def capture(
+    ctx: click.Context, output: Path, wait: int, warmup: int, active: int, command: tuple[str, ...]
+) -> None:
+    """Record a torch.profiler trace of a training script, ready to upload.
+
+    Example: rightsize capture --active 5 -- python train.py --lr 3e-4
+
+    One step is one optimizer.step() call: WAIT steps are skipped, WARMUP warm the
+    profiler up, ACTIVE are recorded (with shapes, FLOPs and memory). The script needs no
+    change; the command to upload the trace is printed when it is written.
+    """
+    python, *rest = command
+    if not PYTHON_NAME.match(Path(python).name) or not rest or rest[0].startswith("-"):
+        raise click.UsageError(
+            f"capture runs a Python training script: `rightsize capture -- python train.py "
+            f"[args]` (got `{' '.join(command)}`; python options such as -m or -c are not "
+            "supported)"
+        )
+    script, *args = rest
+    if not Path(script).is_file():
+        raise click.UsageError(f"no script '{script}'")
+    env = _capture_env(python)
+    options = ["--output", str(output), "--wait", str(wait), "--warmup", str(warmup)]
+    argv = [python, "-m", "profiles.capture_main", *options, "--active", str(active)]
+    with subprocess.Popen([*argv, script, *args], env=env) as child:
+        ctx.exit(_wait(child))

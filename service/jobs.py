@@ -13,9 +13,10 @@ from dataclasses import asdict
 from typing import Any
 
 import redis
-from rq import Queue, get_current_job
+from rq import Queue, SimpleWorker, Worker, get_current_job
 from rq.job import Job
 from rq.serializers import JSONSerializer
+from rq.worker import BaseWorker
 
 from profiles.trace.stream import Limits, TraceFormatError
 from service.cache import RedisCache
@@ -27,6 +28,13 @@ UPLOAD_TTL_S = 3600
 
 def queue(client: redis.Redis) -> Queue:
     return Queue(QUEUE, connection=client, serializer=JSONSerializer)
+
+
+def worker(client: redis.Redis, simple: bool = False) -> BaseWorker:
+    """An rq worker on the queue (``simple``: runs jobs in its own process, for tests)."""
+    if simple:
+        return SimpleWorker([queue(client)], connection=client, serializer=JSONSerializer)
+    return Worker([queue(client)], connection=client, serializer=JSONSerializer)
 
 
 def submit(

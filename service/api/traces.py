@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import IO, Any
 
-from flask import request
+from flask import jsonify, request
 from flask.views import MethodView
 from marshmallow import Schema, fields, validate
 
@@ -158,7 +158,9 @@ class Traces(MethodView):
                 app.traces.limits,
             )
             body = {"job_id": job_id, "job_url": f"/v1/jobs/{job_id}", "status": "queued"}
-            return body, 202, {"Location": body["job_url"]}
+            accepted = jsonify(JobAcceptedSchema().dump(body))  # not the 201 schema
+            accepted.status_code, accepted.headers["Location"] = 202, body["job_url"]
+            return accepted
         try:
             record = app.traces.ingest(raw, options)
         except TraceFormatError as exc:
