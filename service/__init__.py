@@ -50,7 +50,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         decompressed_bytes=settings["RIGHTSIZE_TRACE_MAX_DECOMPRESSED_BYTES"],
         events=settings["RIGHTSIZE_TRACE_MAX_EVENTS"],
     )
-    traces = TraceService(knowledge, cache, settings["RIGHTSIZE_TRACE_TTL_S"], limits)
+    traces = TraceService(knowledge, cache, settings["RIGHTSIZE_TRACE_TTL_S"], limits, profiles)
     redis = cache.client if isinstance(cache, RedisCache) else None
     attach(
         app,

@@ -276,4 +276,5 @@ def capture(
     options = ["--output", str(output), "--wait", str(wait), "--warmup", str(warmup)]
     argv = [python, "-m", "profiles.capture_main", *options, "--active", str(active)]
     with subprocess.Popen([*argv, script, *args], env=env) as child:
-        ctx.exit(_wait(child))
+        code = _wait(child)
+    ctx.exit(code)

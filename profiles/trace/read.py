@@ -40,6 +40,17 @@ def analysis_dict(analysis: TraceAnalysis, stats: StreamStats) -> dict[str, Any]
     """The analysis as the API returns it (times in microseconds, shares as fractions)."""
     out = asdict(analysis)
     out["step_time_us"] = analysis.step_time_us
+    times = analysis.step_times_us
+    if times:
+        mean = sum(times) / len(times)
+        std = (sum((t - mean) ** 2 for t in times) / len(times)) ** 0.5
+        out["step_time_spread"] = {
+            "min_us": min(times),
+            "max_us": max(times),
+            "mean_us": mean,
+            "std_us": std,
+            "cv": std / mean if mean else None,
+        }
     for key in ("breakdown", "whole_trace"):
         part = getattr(analysis, key)
         if part is not None:

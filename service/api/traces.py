@@ -49,6 +49,12 @@ class TraceQuerySchema(Schema):
         metadata={"description": "what the run computed in"},
     )
     batch_size = fields.Integer(validate=validate.Range(min=1))
+    profile_id = fields.String(
+        metadata={
+            "description": "profile of the traced model and workload (POST /v1/profiles), "
+            "to match its FLOPs to the measured step"
+        }
+    )
 
 
 class TraceFormatProblem(ApiError):
@@ -62,6 +68,12 @@ class TraceSchema(Schema):
         metadata={
             "description": "steps, GPU time by kind, idle by cause, "
             "kernels, FLOPs, memory (times in µs)"
+        }
+    )
+    efficiency = fields.Dict(
+        metadata={
+            "description": "achieved TFLOPS (from recorded FLOPs or the attached profile) "
+            "and their fraction of the reference GPU's peak"
         }
     )
     advice = fields.List(
@@ -117,9 +129,8 @@ def _upload() -> tuple[IO[bytes], int | None]:
 
 
 def _options(args: dict[str, Any]) -> TraceOptions:
-    return TraceOptions(
-        **{k: args.get(k) for k in ("reference_gpu", "step_marker", "precision", "batch_size")}
-    )
+    names = ("reference_gpu", "step_marker", "precision", "batch_size", "profile_id")
+    return TraceOptions(**{k: args.get(k) for k in names})
 
 
 def format_problem(error: TraceFormatError) -> ApiError:

@@ -33,7 +33,7 @@ def _tensor_rate(gpu: Gpu, precision: str, sixteen: str) -> float:
     return rate or gpu.fp16_tflops or gpu.bf16_tflops or gpu.fp32_tflops
 
 
-def _mixed_rate(gpu: Gpu, shares: dict[str, float], sixteen: str) -> float:
+def mixed_tensor_rate(gpu: Gpu, shares: dict[str, float], sixteen: str) -> float:
     """Harmonic mix: the time of a GEMM mix scales with sum(share / rate)."""
     if not shares:
         shares = {"16-bit": 1.0}
@@ -59,8 +59,10 @@ def ratios(
     shares = analysis.get("tensor_core_precision") or {}
     world = int((analysis.get("distributed") or {}).get("world_size") or count)
     out = {
-        "tensor_gemm": _mixed_rate(ref, shares, sixteen) / _mixed_rate(target, shares, sixteen),
-        "convolution": _mixed_rate(ref, shares, sixteen) / _mixed_rate(target, shares, sixteen),
+        "tensor_gemm": mixed_tensor_rate(ref, shares, sixteen)
+        / mixed_tensor_rate(target, shares, sixteen),
+        "convolution": mixed_tensor_rate(ref, shares, sixteen)
+        / mixed_tensor_rate(target, shares, sixteen),
         "simt_gemm": ref.fp32_tflops / target.fp32_tflops,
         "communication": link_gb_per_s(ref, world, knowledge)
         / link_gb_per_s(target, max(count, world), knowledge),

@@ -19,7 +19,7 @@ from knowledge.records import Gpu
 from profiles.trace.read import analysis_dict, read_trace
 from profiles.trace.stream import Limits
 from service.cache import Cache
-from service.engine.projection import advice, project
+from service.engine.projection import advice, mixed_tensor_rate, project
 
 PREFIX = "trace:"
 UPLOAD_PREFIX = "upload:"
@@ -32,6 +32,7 @@ class TraceOptions:
     step_marker: str | None = None
     precision: str | None = None
     batch_size: int | None = None
+    profile_id: str | None = None  # a profile of the traced model (POST /v1/profiles)
 
 
 class UnknownReference(ValueError):
@@ -58,6 +59,7 @@ class TraceService:
     cache: Cache
     ttl_s: int
     limits: Limits
+    profiles: Any = None  # the ProfileService, to match an attached profile
 
     def ingest(self, raw: IO[bytes], options: TraceOptions) -> dict[str, Any]:
         """Parse and analyse an upload now; store and return the record."""
@@ -87,9 +89,43 @@ class TraceService:
         return {
             **record,
             "reference_gpu_id": ref.id if ref else None,
+            "efficiency": self._efficiency(record, ref, notes),
             "advice": advice(analysis, ref, self.knowledge),
             "notes": notes,
         }
+
+    def _efficiency(
+        self, record: dict[str, Any], ref: Gpu | None, notes: list[str]
+    ) -> dict[str, Any]:
+        """Achieved rates against the reference GPU's peaks: from the FLOPs the trace
+        recorded (``with_flops``), and from the profile of the model when one is attached."""
+        analysis = record["analysis"]
+        options = record["options"]
+        out: dict[str, Any] = {"achieved_tflops": analysis.get("achieved_tflops") or {}}
+        if ref is not None:
+            shares = analysis.get("tensor_core_precision") or {}
+            sixteen = "bf16" if options.get("precision") == "bf16" else "fp16"
+            peaks = {
+                "tensor_gemm": mixed_tensor_rate(ref, shares, sixteen),
+                "simt_gemm": ref.fp32_tflops,
+            }
+            out["fraction_of_peak"] = {
+                k: v / peaks[k] for k, v in out["achieved_tflops"].items() if k in peaks
+            }
+        profile_id = options.get("profile_id")
+        step_us = analysis.get("step_time_us")
+        if profile_id and self.profiles is not None:
+            profile = self.profiles.get(profile_id)
+            if profile is None:
+                notes.append(f"profile '{profile_id}' not found (expired?): FLOPs not matched")
+            elif step_us:
+                flops = float(profile["flops"]["total"])
+                out["profile_flops_per_step"] = flops
+                out["profile_achieved_tflops"] = flops / (step_us * 1e-6) / 1e12
+                peak = ref.peak_tflops(options.get("precision") or "bf16") if ref else None
+                if peak:
+                    out["profile_fraction_of_peak"] = out["profile_achieved_tflops"] / peak
+        return out
 
     def projections(
         self, record: dict[str, Any], gpu_ids: list[str], count: int, reference_gpu: str | None

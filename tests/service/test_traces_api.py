@@ -164,3 +164,27 @@ class TestBackgroundJobs:
         response = _upload(client, known_steps(50).gzipped(), multipart=False)
         assert response.status_code == 201
         problem(client.get("/v1/jobs/anything"), 404)
+
+
+class TestEfficiency:
+    def test_attached_profile_gives_achieved_tflops_against_the_peak(
+        self, client: FlaskClient
+    ) -> None:
+        profile = client.post(
+            "/v1/profiles",
+            json={
+                "model": {"name": "gpt2"},
+                "workload": {"task": "training", "batch_size": 2, "seq_len": 128},
+            },
+        ).get_json()
+        query = f"?profile_id={profile['profile_id']}&precision=bf16"
+        body = _upload(client, known_steps(4).gzipped(), query).get_json()
+        efficiency = body["efficiency"]
+        step_s = body["analysis"]["step_time_us"] * 1e-6
+        expected = profile["flops"]["total"] / step_s / 1e12
+        assert efficiency["profile_achieved_tflops"] == expected
+        assert efficiency["profile_fraction_of_peak"] == expected / 989.4
+
+    def test_missing_profile_is_noted(self, client: FlaskClient) -> None:
+        body = _upload(client, known_steps(3).gzipped(), "?profile_id=nope").get_json()
+        assert any("profile 'nope' not found" in n for n in body["notes"])
