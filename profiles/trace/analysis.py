@@ -94,7 +94,7 @@ def _device(metadata: dict[str, Any], devices: np.ndarray) -> dict[str, Any]:
 def analyze(c: Collected, metadata: dict[str, Any], marker: str | None = None) -> TraceAnalysis:
     cols = _columns(c)
     notes: list[str] = []
-    kernels = int(np.count_nonzero(cols["kind"] < KINDS.index("memcpy_h2d")))
+    kernels = int(np.count_nonzero(_is_kernel(cols)))
     device = _device(metadata, cols["device"])
     if device:
         mine = cols["device"] == int(device.get("id", -1))
@@ -205,8 +205,16 @@ def _mean(parts: list[Breakdown]) -> Breakdown:
     )
 
 
+COPIES = [KINDS.index(k) for k in ("memcpy_h2d", "memcpy_d2h", "memcpy_d2d", "memset")]
+
+
+def _is_kernel(cols: dict[str, np.ndarray]) -> np.ndarray:
+    """Kernels, as opposed to memcpy and memset activities."""
+    return ~np.isin(cols["kind"], COPIES)
+
+
 def _short_share(cols: dict[str, np.ndarray]) -> float | None:
-    kernel = cols["kind"] < KINDS.index("memcpy_h2d")
+    kernel = _is_kernel(cols)
     if not kernel.any():
         return None
     durations = (cols["end"] - cols["start"])[kernel]

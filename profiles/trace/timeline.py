@@ -14,10 +14,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from profiles.trace.kinds import KINDS
+from profiles.trace.kinds import COMPUTE, KINDS
 
-# lower number = higher rank when kinds overlap
-RANK = {k: i for i, k in enumerate(KINDS)}
+# When kinds overlap the lowest rank wins: every compute kind, then communication, then copies.
+_ORDER = (
+    [k for k in KINDS if k in COMPUTE]
+    + ["communication"]
+    + [k for k in KINDS if k not in COMPUTE and k != "communication"]
+)
+RANK_OF_KIND = np.array([_ORDER.index(k) for k in KINDS])
 IDLE_CAUSES = ("input", "synchronisation", "launch", "host")
 
 
@@ -32,12 +37,13 @@ def partition(
     order = np.argsort(starts, kind="stable")
     starts, ends, kinds = starts[order], ends[order], kinds[order]
     gaps: list[tuple[float, float]] = []
-    active: list[tuple[int, float]] = []  # heap of (rank, end)
+    active: list[tuple[int, float, int]] = []  # heap of (rank, end, kind)
     now = lo
     i, n = 0, len(starts)
     while now < hi:
         while i < n and starts[i] <= now:
-            heapq.heappush(active, (int(kinds[i]), float(ends[i])))
+            kind = int(kinds[i])
+            heapq.heappush(active, (int(RANK_OF_KIND[kind]), float(ends[i]), kind))
             i += 1
         while active and active[0][1] <= now:
             heapq.heappop(active)
@@ -47,11 +53,11 @@ def partition(
                 gaps.append((now, min(next_start, hi)))
             now = min(next_start, hi)
             continue
-        rank, top_end = active[0]
+        _, top_end, top_kind = active[0]
         # the top kind holds until it ends or a new activity starts
         until = min(top_end, next_start, hi)
         # expired entries below the top are dropped lazily
-        busy[rank] += until - now
+        busy[top_kind] += until - now
         now = until
         if now >= top_end:
             heapq.heappop(active)
