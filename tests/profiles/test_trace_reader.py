@@ -13,7 +13,7 @@ import pytest
 from profiles.trace import stream as stream_module
 from profiles.trace.read import read_trace
 from profiles.trace.stream import Limits, TraceFormatError, TraceStream
-from tests.profiles.trace_factory import GEMM, TraceBuilder, known_steps
+from tests.profiles.trace_factory import GEMM, NCCL, TraceBuilder, known_steps
 
 
 def _read(data: bytes, limits: Limits | None = None):  # type: ignore[no-untyped-def]
@@ -39,6 +39,17 @@ class TestKnownAnswers:
         assert b.idle_total_us == pytest.approx(350.0)
         total = sum(b.busy_us.values()) + b.idle_total_us
         assert total == pytest.approx(b.wall_us, rel=1e-9)
+
+    def test_other_compute_kernels_outrank_communication(self) -> None:
+        # regression: 'other' kernels (cub sorts, Triton) once ranked below NCCL and copies
+        b = TraceBuilder()
+        b.kernel("void cub::DeviceRadixSortOnesweepKernel<Policy>(int*)", 0, 10, 100)
+        b.kernel(NCCL, 1, 10, 100, stream=20)
+        analysis, _ = _read(b.kineto_bytes())
+        assert analysis.breakdown is not None
+        assert analysis.breakdown.busy_us["other"] == pytest.approx(100)
+        assert analysis.breakdown.busy_us["communication"] == 0
+        assert analysis.kernels == 2
 
     def test_no_markers_is_one_window_and_says_so(self) -> None:
         b = TraceBuilder()
