@@ -82,10 +82,13 @@ class TraceService:
         analysis = record["analysis"]
         notes = list(analysis.get("notes") or [])
         if ref is None:
-            notes.append(
-                f"reference GPU '{analysis.get('device_name')}' is not in the catalog: projections "
-                "need reference_gpu (a GPU id, see /v1/gpus)"
+            named = record["options"].get("reference_gpu") or analysis.get("device_name")
+            what = (
+                f"reference GPU '{named}' is not in the catalog"
+                if named
+                else "the trace names no GPU (no deviceProperties)"
             )
+            notes.append(f"{what}: projections need reference_gpu (a GPU id, see /v1/gpus)")
         return {
             **record,
             "reference_gpu_id": ref.id if ref else None,
