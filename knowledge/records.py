@@ -126,6 +126,16 @@ class OnpremParameter:
 
 
 @dataclass(frozen=True, slots=True)
+class ProfileShape:
+    """How to profile one row of a benchmarked workload, and its unit per sample."""
+
+    optimizer: str
+    items_per_sample: float | str  # a number, or "tokens": the profile's tokens per sample
+    seq_len: int | None = None
+    image_size: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Workload:
     """A benchmarked workload: a model, a dataset and a task, with the unit it is measured in."""
 
@@ -140,6 +150,7 @@ class Workload:
     description: str
     source: str
     as_of: dt.date
+    profile: ProfileShape | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -212,6 +212,27 @@ class OnpremParameterSchema(Schema):
         return records.OnpremParameter(**data)
 
 
+class ProfileShapeSchema(Schema):
+    """The step the profiler counts for a benchmark row (batch size comes from the row)."""
+
+    seq_len = fields.Integer(validate=validate.Range(1, 1_000_000), load_default=None)
+    image_size = fields.Integer(validate=validate.Range(1, 100_000), load_default=None)
+    optimizer = fields.String(required=True, validate=validate.Length(min=1))
+    items_per_sample = fields.Raw(required=True)
+
+    @validates_schema
+    def _items(self, data: dict[str, Any], **_: Any) -> None:
+        items = data["items_per_sample"]
+        if items != "tokens" and not (
+            isinstance(items, int | float) and not isinstance(items, bool) and items > 0
+        ):
+            raise ValidationError("must be a positive number or 'tokens'", "items_per_sample")
+
+    @post_load
+    def _make(self, data: dict[str, Any], **_: Any) -> records.ProfileShape:
+        return records.ProfileShape(**data)
+
+
 class WorkloadSchema(Schema):
     id = fields.String(required=True, validate=ID)
     name = fields.String(required=True)
@@ -229,6 +250,7 @@ class WorkloadSchema(Schema):
     description = fields.String(required=True)
     source = fields.String(required=True, validate=validate.Length(min=3))
     as_of = fields.Date(required=True)
+    profile = fields.Nested(ProfileShapeSchema, load_default=None)
 
     @post_load
     def _make(self, data: dict[str, Any], **_: Any) -> records.Workload:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from flask import Flask
@@ -20,6 +21,7 @@ from profiles.trace.stream import Limits
 from service import api, errors
 from service.cache import RedisCache, make_cache
 from service.config import load_settings
+from service.engine.estimates import EstimateService
 from service.engine.profiling import ProfileService
 from service.engine.traces import TraceService
 from service.state import AppState, attach
@@ -51,6 +53,9 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         events=settings["RIGHTSIZE_TRACE_MAX_EVENTS"],
     )
     traces = TraceService(knowledge, cache, settings["RIGHTSIZE_TRACE_TTL_S"], limits, profiles)
+    estimates = EstimateService(
+        knowledge, catalog, profiles, traces, Path(settings["RIGHTSIZE_MODEL_DIR"])
+    )
     redis = cache.client if isinstance(cache, RedisCache) else None
     attach(
         app,
@@ -61,6 +66,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
             catalog=catalog,
             profiles=profiles,
             traces=traces,
+            estimates=estimates,
             redis=redis,
         ),
     )

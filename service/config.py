@@ -14,6 +14,7 @@
 | ``RIGHTSIZE_TRACE_MAX_EVENTS`` | ``20000000`` | most events in one trace |
 | ``RIGHTSIZE_TRACE_ASYNC_BYTES`` | 32 MiB | larger uploads are parsed by a worker (with Redis) |
 | ``RIGHTSIZE_TRACE_TTL_S`` | ``604800`` | how long trace analyses are kept |
+| ``RIGHTSIZE_MODEL_DIR`` | ``~/.cache/rightsize`` | performance model cache (JSON only) |
 | ``RIGHTSIZE_LOG_LEVEL`` | ``INFO`` | |
 """
 
@@ -21,9 +22,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 PREFIX = "RIGHTSIZE_"
+
+
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/rightsize``, else ``~/.cache/rightsize``."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "rightsize"
 
 
 class ConfigError(ValueError):
@@ -77,6 +85,7 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any]] = {
     "TRACE_MAX_EVENTS": (_positive_int, 20_000_000),
     "TRACE_ASYNC_BYTES": (_positive_int, 32 * 2**20),
     "TRACE_TTL_S": (_positive_int, 604800),
+    "MODEL_DIR": (str, str(default_cache_dir())),
     "LOG_LEVEL": (_level, "INFO"),
 }
 

@@ -11,6 +11,7 @@ from redis import Redis
 from knowledge import Knowledge
 from profiles.catalog import Catalog
 from service.cache import Cache
+from service.engine.estimates import EstimateService
 from service.engine.profiling import ProfileService
 from service.engine.traces import TraceService
 
@@ -25,6 +26,7 @@ class AppState:
     catalog: Catalog
     profiles: ProfileService
     traces: TraceService
+    estimates: EstimateService
     redis: Redis | None  # the job queue's connection, when Redis is configured
 
 

@@ -11,6 +11,7 @@ from werkzeug.wrappers import Response
 
 from service.api import (
     benchmarks,
+    estimates,
     gpus,
     health,
     interconnects,
@@ -32,6 +33,7 @@ BLUEPRINTS = (
     models.blp,
     profiles.blp,
     traces.blp,
+    estimates.blp,
     jobs.blp,
 )
 API_VERSION = "0.1.0"

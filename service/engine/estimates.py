@@ -1,0 +1,183 @@
+"""Estimates on request: from a model and workload, a stored profile or a stored trace.
+
+The performance model is built on first use per knowledge version (see
+:mod:`service.engine.model`); the validation report is made by ``rightsize validate`` and
+kept as JSON beside the model's cache, keyed by the knowledge version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from knowledge import Knowledge
+from knowledge.records import Gpu
+from profiles.catalog import Catalog
+from service.engine.estimate import InputCeiling, estimate
+from service.engine.model import PerformanceModel, input_ceilings, performance_model
+from service.engine.observations import _read_json, _write_json
+from service.engine.profiling import ProfileService
+from service.engine.projection import project
+from service.engine.traces import TraceService, UnknownReference
+
+
+class EstimateInputError(ValueError):
+    """A request the estimate cannot answer as asked (422, naming the field)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(message)
+
+
+@dataclass
+class EstimateService:
+    knowledge: Knowledge
+    catalog: Catalog
+    profiles: ProfileService
+    traces: TraceService
+    model_dir: Path
+
+    def model(self) -> PerformanceModel:
+        return performance_model(self.knowledge, self.catalog, self.model_dir)
+
+    def _ceiling(
+        self, requested: float | None, profile: dict[str, Any], model: PerformanceModel
+    ) -> tuple[InputCeiling | None, str | None]:
+        """The input ceiling that applies, and a note on what the stored hosts delivered."""
+        if requested is not None:
+            return InputCeiling(requested, "request", "input_samples_per_s"), None
+        from service.engine.estimate import benchmark_workload
+
+        workload = benchmark_workload(profile, self.knowledge)
+        if workload is None:
+            return None, (
+                "no input ceiling known for this model: give input_samples_per_s (samples/s "
+                "per GPU your data pipeline delivers) or a trace to bound by it"
+            )
+        found = input_ceilings(model).get(workload)
+        if found and found["ceiling"]:
+            note = "; ".join(found["evidence"][:2])
+            return InputCeiling(found["ceiling"], "benchmarks", note), None
+        delivered = found["delivered_samples_per_s_per_gpu"] if found else None
+        return None, (
+            f"the stored benchmark hosts fed {workload} at up to {delivered:.4g} samples/s per "
+            "GPU without an input ceiling showing; beyond that it is not known"
+            if delivered
+            else None
+        )
+
+    def from_profile(
+        self,
+        profile: dict[str, Any],
+        gpu: Gpu,
+        count: int,
+        input_samples_per_s: float | None = None,
+        nvlink: bool | None = None,
+    ) -> dict[str, Any]:
+        model = self.model()
+        ceiling, note = (None, None)
+        if profile["workload"]["task"] != "inference":
+            ceiling, note = self._ceiling(input_samples_per_s, profile, model)
+        result = estimate(profile, gpu, count, model, self.knowledge, ceiling, nvlink)
+        if note:
+            result["assumptions"].append(note)
+        if result["bound"] == "input" or (
+            ceiling is not None
+            and result["throughput"]["samples_per_s"]
+            >= ceiling.samples_per_s_per_gpu * count * 0.999
+        ):
+            result["bound"] = "input"
+        result["knowledge_version"] = self.knowledge.version
+        return result
+
+    def request(self, body: dict[str, Any]) -> dict[str, Any]:
+        gpu = self.knowledge.gpu(body["gpu"])
+        count = body.get("count", 1)
+        if body.get("trace_id"):
+            return self.from_trace(body["trace_id"], gpu, count, body)
+        if body.get("profile_id"):
+            profile = self.profiles.get(body["profile_id"])
+            if profile is None:
+                from service.errors import NotFound
+
+                raise NotFound("profile", body["profile_id"], [])
+        else:
+            if "model" not in body or "workload" not in body:
+                raise EstimateInputError(
+                    "model", "give model and workload, or profile_id, or trace_id"
+                )
+            profile, _ = self.profiles.profile(body["model"], body["workload"])
+        return self.from_profile(
+            profile, gpu, count, body.get("input_samples_per_s"), body.get("nvlink")
+        )
+
+    def from_trace(
+        self, trace_id: str, gpu: Gpu, count: int, body: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The traced step projected onto ``gpu``; its input stall is a bound of its own."""
+        from service.errors import NotFound
+
+        record = self.traces.get(trace_id)
+        if record is None:
+            raise NotFound("trace", trace_id, [])
+        ref = self.traces.reference(record, body.get("reference_gpu"))
+        analysis = record["analysis"]
+        if ref is None or not analysis.get("breakdown"):
+            raise UnknownReference(
+                analysis.get("device_name") or "no GPU activity in the trace to project"
+            )
+        sixteen = "bf16" if record["options"].get("precision") == "bf16" else "fp16"
+        projected = project(analysis, ref, gpu, self.knowledge, count, sixteen)
+        step = projected["step_time_us"] / 1e6
+        batch = record["options"].get("batch_size")
+        idle = analysis["breakdown"].get("idle_us", {})
+        input_s = float(idle.get("input", 0.0)) / 1e6
+        bound = projected["bound"] or "compute"
+        if bound.startswith("idle_input"):
+            bound = "input"
+        result: dict[str, Any] = {
+            "trace_id": trace_id,
+            "reference_gpu": ref.id,
+            "gpu": gpu.id,
+            "count": count,
+            "step_time_s": step,
+            "bound": bound,
+            "breakdown_us": projected["breakdown_us"],
+            "assumptions": [
+                "projected from the trace: each part scaled by the resource that bounds it; "
+                "idle time (input, launches, synchronisation) is not scaled by any GPU",
+                *projected["notes"],
+            ],
+            "interval": {"low": step * 0.85, "high": step * 1.15},
+            "knowledge_version": self.knowledge.version,
+        }
+        if input_s > 0:
+            result["input_stall_s"] = input_s
+            result["assumptions"].append(
+                f"the traced step waited {input_s * 1e3:.2f} ms on input: no GPU shortens that"
+            )
+        if batch:
+            samples = float(batch) * count
+            result["throughput"] = {"samples_per_s": samples / step, "tokens_per_s": None}
+        else:
+            result["throughput"] = {"samples_per_s": None, "tokens_per_s": None}
+            result["assumptions"].append("no batch_size with the trace: throughput not known")
+        return result
+
+    # --- validation report -------------------------------------------------------------
+
+    def _report_path(self) -> Path:
+        return self.model_dir / f"validation-{self.knowledge.version}.json"
+
+    def save_report(self, report: dict[str, Any]) -> Path:
+        path = self._report_path()
+        _write_json(path, report)
+        _write_json(self.model_dir / "validation-latest.json", report)
+        return path
+
+    def report(self) -> dict[str, Any] | None:
+        """The report for this knowledge version, else the last one made (it says its version)."""
+        return _read_json(self._report_path()) or _read_json(
+            self.model_dir / "validation-latest.json"
+        )

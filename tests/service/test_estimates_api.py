@@ -1,0 +1,84 @@
+"""POST /v1/estimates and GET /v1/validation against the performance model built from knowledge."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from flask.testing import FlaskClient
+
+from tests.service.helpers import problem
+
+RESNET = {
+    "model": {"name": "resnet-50"},
+    "workload": {
+        "task": "training",
+        "batch_size": 256,
+        "image_size": 224,
+        "precision": "fp16",
+        "optimizer": "sgd+momentum",
+    },
+}
+
+
+def estimate(client: FlaskClient, **body: Any) -> dict[str, Any]:
+    response = client.post("/v1/estimates", json={**RESNET, **body})
+    assert response.status_code == 200, response.get_data(as_text=True)
+    data: dict[str, Any] = response.get_json()
+    return data
+
+
+def test_faster_gpu_is_faster_and_interval_brackets_the_estimate(client: FlaskClient) -> None:
+    h100 = estimate(client, gpu="h100-sxm-80gb")
+    v100 = estimate(client, gpu="v100-sxm2-16gb")
+    assert h100["throughput"]["samples_per_s"] > 1.5 * v100["throughput"]["samples_per_s"]
+    for result in (h100, v100):
+        assert result["interval"]["low"] < result["step_time_s"] < result["interval"]["high"]
+        assert result["bound"] in {"compute", "memory_bandwidth"}
+        assert any("math mode" in a for a in result["assumptions"])
+
+
+def test_throughput_is_for_all_gpus(client: FlaskClient) -> None:
+    one = estimate(client, gpu="a100-sxm4-80gb")
+    eight = estimate(client, gpu="a100-sxm4-80gb", count=8)
+    ratio = eight["throughput"]["samples_per_s"] / one["throughput"]["samples_per_s"]
+    assert 5.0 < ratio <= 8.0
+
+
+def test_input_ceiling_from_the_request_is_named_as_the_bound(client: FlaskClient) -> None:
+    result = estimate(client, gpu="h100-sxm-80gb", input_samples_per_s=500)
+    assert result["bound"] == "input"
+    assert result["throughput"]["samples_per_s"] == pytest.approx(500)
+
+
+def test_memory_that_does_not_fit_is_said(client: FlaskClient) -> None:
+    body = {
+        "model": {"name": "llama-2-7b"},
+        "workload": {"task": "training", "batch_size": 1, "seq_len": 2048, "precision": "bf16"},
+    }
+    result = estimate(client, gpu="a10", **body)
+    assert result["fits"] is False
+    assert result["memory_per_gpu_bytes"] > result["gpu_memory_bytes"]
+
+
+def test_missing_precision_is_a_422_naming_what_the_gpu_supports(client: FlaskClient) -> None:
+    body = {**RESNET, "workload": {**RESNET["workload"], "precision": "bf16"}}
+    response = client.post("/v1/estimates", json={**body, "gpu": "v100-sxm2-16gb"})
+    detail = problem(response, 422)["detail"]
+    assert "bf16" in detail
+    assert "fp16" in detail
+
+
+def test_unknown_gpu_and_missing_model_are_422(client: FlaskClient) -> None:
+    response = client.post("/v1/estimates", json={**RESNET, "gpu": "h1000"})
+    assert "unknown GPU" in problem(response, 422)["detail"]
+    response = client.post("/v1/estimates", json={"gpu": "h100-sxm-80gb"})
+    assert problem(response, 422)["status"] == 422
+
+
+def test_validation_report_404_until_made(client: FlaskClient, tmp_path: Any) -> None:
+    from service import create_app
+
+    app = create_app({"TESTING": True, "MODEL_DIR": str(tmp_path)})
+    response = app.test_client().get("/v1/validation")
+    assert "rightsize validate" in problem(response, 404)["detail"]
