@@ -278,3 +278,59 @@ def capture(
     with subprocess.Popen([*argv, script, *args], env=env) as child:
         code = _wait(child)
     ctx.exit(code)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="print the whole report as JSON")
+@click.option(
+    "--model-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="performance model cache (default: RIGHTSIZE_MODEL_DIR)",
+)
+def validate(as_json: bool, model_dir: Path | None) -> None:
+    """Cross-validate the estimates on the stored benchmarks (leave one GPU out) and save
+    the report that GET /v1/validation serves."""
+    import json
+    import time
+
+    from profiles.catalog import Catalog
+    from service.config import load_settings
+    from service.engine.model import input_ceilings, performance_model
+    from service.engine.observations import _write_json
+    from service.engine.validation import validate as run_validation
+
+    directory = model_dir or Path(load_settings()["RIGHTSIZE_MODEL_DIR"])
+    kb = load_knowledge()
+    model = performance_model(kb, Catalog.load(), directory)
+    report = run_validation(model)
+    report["input_ceilings"] = input_ceilings(model)
+    report["made_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    _write_json(directory / f"validation-{kb.version}.json", report)
+    _write_json(directory / "validation-latest.json", report)
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
+    single = report["single_gpu"]
+    click.echo(f"knowledge {kb.version}: leave-one-GPU-out over {single['rows']} single-GPU rows")
+    click.echo(
+        f"  median APE {single['median_ape']:.1%}  mean APE {single['mean_ape']:.1%}  "
+        f"Spearman median {single['spearman']['median']:.3f}"
+    )
+    loao = report["leave_one_architecture_out"]
+    click.echo(
+        f"  leave-one-architecture-out: median {loao['median_ape']:.1%} mean {loao['mean_ape']:.1%}"
+    )
+    click.echo(f"  interval: {report['interval']}")
+    click.echo("  per GPU (median, mean APE):")
+    for row in single["by_gpu"]:
+        click.echo(f"    {row['name']:<24} {row['median_ape']:7.1%} {row['mean_ape']:7.1%}")
+    click.echo("  worst ten:")
+    for row in report["worst"]:
+        click.echo(
+            f"    {row['suite']} {row['workload']} {row['gpu']} {row['precision']} "
+            f"b={row['batch_per_gpu']:g}: measured {row['measured']:.4g}, "
+            f"predicted {row['predicted']:.4g} ({row['ape']:.0%})"
+        )
+    for name, target in report["targets"].items():
+        click.echo(f"  target {name} {target['target']}: {'met' if target['met'] else 'not met'}")
