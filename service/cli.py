@@ -333,4 +333,5 @@ def validate(as_json: bool, model_dir: Path | None) -> None:
             f"predicted {row['predicted']:.4g} ({row['ape']:.0%})"
         )
     for name, target in report["targets"].items():
-        click.echo(f"  target {name} {target['target']}: {'met' if target['met'] else 'not met'}")
+        verdict = {True: "met", False: "not met", None: "not measured yet"}[target["met"]]
+        click.echo(f"  target {name} {target['target']}: {verdict}")
