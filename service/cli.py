@@ -292,22 +292,18 @@ def validate(as_json: bool, model_dir: Path | None) -> None:
     """Cross-validate the estimates on the stored benchmarks (leave one GPU out) and save
     the report that GET /v1/validation serves."""
     import json
-    import time
 
     from profiles.catalog import Catalog
     from service.config import load_settings
-    from service.engine.model import input_ceilings, performance_model
-    from service.engine.observations import _write_json
+    from service.engine.estimates import save_report
+    from service.engine.model import performance_model
     from service.engine.validation import validate as run_validation
 
     directory = model_dir or Path(load_settings()["RIGHTSIZE_MODEL_DIR"])
     kb = load_knowledge()
     model = performance_model(kb, Catalog.load(), directory)
     report = run_validation(model)
-    report["input_ceilings"] = input_ceilings(model)
-    report["made_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    _write_json(directory / f"validation-{kb.version}.json", report)
-    _write_json(directory / "validation-latest.json", report)
+    save_report(directory, report)
     if as_json:
         click.echo(json.dumps(report, indent=2))
         return

@@ -258,14 +258,3 @@ def conformal_quantiles(
             residuals[test] = y[test] - pred
         out[key] = float(np.quantile(np.abs(residuals), COVERAGE))
     return out
-
-
-def per_group_median(values: dict[str, list[float]]) -> dict[str, float]:
-    return {k: float(np.median(v)) for k, v in values.items()}
-
-
-def group_by(items: Sequence[Any], key: Any) -> dict[Any, list[Any]]:
-    out: dict[Any, list[Any]] = defaultdict(list)
-    for item in items:
-        out[key(item)].append(item)
-    return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from knowledge import Knowledge
@@ -115,10 +115,8 @@ def _case(
     bench = BENCHMARK_PRECISION.get(precision)
     ident = known if known is not None and bench is not None else None
     case = make_case(mix, gpu, precision, float(workload["batch_size"]), ident)
-    if ident is not None:
-        case = Case(
-            ident, bench or precision, 2, case.batch, gpu, case.mode, case.roof, case.intensity
-        )
+    if ident is not None:  # the benchmarks' name for the precision: their identity key
+        case = replace(case, precision=bench or precision)
     log_eff = float(model.fitted.predict([case])[0])
     return case, log_eff, model.fitted.quantile(case)
 
@@ -165,9 +163,10 @@ def _training(
             f"input ceiling {ceiling.samples_per_s_per_gpu:g} samples/s per GPU ({ceiling.source}"
             f": {ceiling.note})"
         )
+        if gpu_samples_per_s >= 0.999 * limit:  # at the ceiling (within 0.1%) or past it
+            bound = "input"
         if limit < gpu_samples_per_s:
             step = samples / limit
-            bound = "input"
             assumptions.append(
                 "the input pipeline binds: a faster GPU buys nothing until it is fixed "
                 f"(the GPUs could do {gpu_samples_per_s:.4g} samples/s)"

@@ -14,12 +14,12 @@ from typing import Any
 from knowledge import Knowledge
 from knowledge.records import Gpu
 from profiles.catalog import Catalog
-from service.engine.estimate import InputCeiling, estimate
-from service.engine.model import PerformanceModel, input_ceilings, performance_model
-from service.engine.observations import _read_json, _write_json
+from service.engine.estimate import InputCeiling, benchmark_workload, estimate
+from service.engine.model import PerformanceModel, performance_model
+from service.engine.observations import read_json, write_json
 from service.engine.profiling import ProfileService
-from service.engine.projection import project
-from service.engine.traces import TraceService, UnknownReference
+from service.engine.traces import TraceService
+from service.errors import NotFound
 
 
 class EstimateInputError(ValueError):
@@ -47,15 +47,13 @@ class EstimateService:
         """The input ceiling that applies, and a note on what the stored hosts delivered."""
         if requested is not None:
             return InputCeiling(requested, "request", "input_samples_per_s"), None
-        from service.engine.estimate import benchmark_workload
-
         workload = benchmark_workload(profile, self.knowledge)
         if workload is None:
             return None, (
                 "no input ceiling known for this model: give input_samples_per_s (samples/s "
                 "per GPU your data pipeline delivers) or a trace to bound by it"
             )
-        found = input_ceilings(model).get(workload)
+        found = model.ceilings.get(workload)
         if found and found["ceiling"]:
             note = "; ".join(found["evidence"][:2])
             return InputCeiling(found["ceiling"], "benchmarks", note), None
@@ -82,12 +80,6 @@ class EstimateService:
         result = estimate(profile, gpu, count, model, self.knowledge, ceiling, nvlink)
         if note:
             result["assumptions"].append(note)
-        if result["bound"] == "input" or (
-            ceiling is not None
-            and result["throughput"]["samples_per_s"]
-            >= ceiling.samples_per_s_per_gpu * count * 0.999
-        ):
-            result["bound"] = "input"
         result["knowledge_version"] = self.knowledge.version
         return result
 
@@ -99,8 +91,6 @@ class EstimateService:
         if body.get("profile_id"):
             profile = self.profiles.get(body["profile_id"])
             if profile is None:
-                from service.errors import NotFound
-
                 raise NotFound("profile", body["profile_id"], [])
         else:
             if "model" not in body or "workload" not in body:
@@ -116,19 +106,12 @@ class EstimateService:
         self, trace_id: str, gpu: Gpu, count: int, body: dict[str, Any]
     ) -> dict[str, Any]:
         """The traced step projected onto ``gpu``; its input stall is a bound of its own."""
-        from service.errors import NotFound
-
         record = self.traces.get(trace_id)
         if record is None:
             raise NotFound("trace", trace_id, [])
-        ref = self.traces.reference(record, body.get("reference_gpu"))
+        found = self.traces.projections(record, [gpu.id], count, body.get("reference_gpu"))
+        projected = found["projections"][0]
         analysis = record["analysis"]
-        if ref is None or not analysis.get("breakdown"):
-            raise UnknownReference(
-                analysis.get("device_name") or "no GPU activity in the trace to project"
-            )
-        sixteen = "bf16" if record["options"].get("precision") == "bf16" else "fp16"
-        projected = project(analysis, ref, gpu, self.knowledge, count, sixteen)
         step = projected["step_time_us"] / 1e6
         batch = record["options"].get("batch_size")
         idle = analysis["breakdown"].get("idle_us", {})
@@ -138,7 +121,7 @@ class EstimateService:
             bound = "input"
         result: dict[str, Any] = {
             "trace_id": trace_id,
-            "reference_gpu": ref.id,
+            "reference_gpu": found["reference_gpu_id"],
             "gpu": gpu.id,
             "count": count,
             "step_time_s": step,
@@ -167,17 +150,23 @@ class EstimateService:
 
     # --- validation report -------------------------------------------------------------
 
-    def _report_path(self) -> Path:
-        return self.model_dir / f"validation-{self.knowledge.version}.json"
-
-    def save_report(self, report: dict[str, Any]) -> Path:
-        path = self._report_path()
-        _write_json(path, report)
-        _write_json(self.model_dir / "validation-latest.json", report)
-        return path
-
     def report(self) -> dict[str, Any] | None:
         """The report for this knowledge version, else the last one made (it says its version)."""
-        return _read_json(self._report_path()) or _read_json(
-            self.model_dir / "validation-latest.json"
+        return read_json(report_path(self.model_dir, self.knowledge.version)) or read_json(
+            self.model_dir / LATEST_REPORT
         )
+
+
+LATEST_REPORT = "validation-latest.json"
+
+
+def report_path(model_dir: Path, knowledge_version: str) -> Path:
+    return model_dir / f"validation-{knowledge_version}.json"
+
+
+def save_report(model_dir: Path, report: dict[str, Any]) -> Path:
+    """Keep ``report`` for its knowledge version, and as the latest one."""
+    path = report_path(model_dir, report["knowledge_version"])
+    write_json(path, report)
+    write_json(model_dir / LATEST_REPORT, report)
+    return path

@@ -10,9 +10,11 @@ from __future__ import annotations
 import math
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from knowledge import Knowledge
 from profiles.catalog import Catalog
@@ -22,9 +24,9 @@ from service.engine.observations import (
     MixStore,
     Observation,
     Skipped,
-    _read_json,
-    _write_json,
     observations,
+    read_json,
+    write_json,
 )
 
 MODEL_VERSION = "2"
@@ -37,19 +39,11 @@ class PerformanceModel:
     skipped: list[Skipped]
     cases: list[Case]  # of the single-GPU observations, in order
     single: list[Observation]
+    targets: list[float]  # measured log(step / roofline) of each single-GPU case
     fitted: Fitted
     store: MixStore
     built_s: float
-
-    @property
-    def key(self) -> str:
-        return f"{self.knowledge_version}-{PROFILER_VERSION}-{MODEL_VERSION}"
-
-    def targets(self) -> list[float]:
-        return [
-            math.log(o.step_s / c.roof.total_s)
-            for o, c in zip(self.single, self.cases, strict=True)
-        ]
+    ceilings: dict[str, dict[str, Any]] = field(default_factory=dict)  # see input_ceilings
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -81,13 +75,11 @@ def build(knowledge: Knowledge, catalog: Catalog, cache_dir: Path) -> Performanc
     store = MixStore(cache_dir / "mixes", catalog)
     found, skipped = observations(knowledge, store)
     single, cases = single_gpu_cases(knowledge, store, found)
-    import numpy as np
-
     targets = [math.log(o.step_s / c.roof.total_s) for o, c in zip(single, cases, strict=True)]
     fitted = fit(cases, targets)
     key = f"{knowledge.version}-{PROFILER_VERSION}-{MODEL_VERSION}"
     path = cache_dir / f"intervals-{key}.json"
-    cached = _read_json(path)
+    cached = read_json(path)
     if (
         cached is not None
         and cached.get("key") == key
@@ -96,17 +88,20 @@ def build(knowledge: Knowledge, catalog: Catalog, cache_dir: Path) -> Performanc
         fitted.quantiles = {k: float(v) for k, v in cached["quantiles"].items()}
     else:
         fitted.quantiles = conformal_quantiles(cases, np.asarray(targets))
-        _write_json(path, {"key": key, "quantiles": fitted.quantiles})
-    return PerformanceModel(
+        write_json(path, {"key": key, "quantiles": fitted.quantiles})
+    model = PerformanceModel(
         knowledge.version,
         found,
         skipped,
         cases,
         single,
+        targets,
         fitted,
         store,
         time.perf_counter() - started,
     )
+    model.ceilings = input_ceilings(model)
+    return model
 
 
 _LOCK = threading.Lock()

@@ -27,8 +27,12 @@ from profiles.profile import PROFILER_VERSION, profile
 from profiles.workload import WorkloadSchema
 from service.engine.roofline import OpMix
 
-SUITES = {"lambda-v0": "lambda-v0", "lambda-v1": "lambda-v1", "lambda-v2": "lambda-v2"}
-SUITES["lambda-v2-host"] = "lambda-v2"
+SUITES = {  # stored suite -> the suite it is fitted as (v2's per-host rows join v2)
+    "lambda-v0": "lambda-v0",
+    "lambda-v1": "lambda-v1",
+    "lambda-v2": "lambda-v2",
+    "lambda-v2-host": "lambda-v2",
+}
 GENERATION = {"lambda-v0": 0, "lambda-v1": 1, "lambda-v2": 2}
 
 
@@ -97,7 +101,7 @@ class MixStore:
         if key in self._memo:
             return self._memo[key]
         path = self.directory / f"mix-{key}.json"
-        found = _read_json(path)
+        found = read_json(path)
         if found is None or found.get("key") != key:
             result = profile(
                 resolve({"name": workload.model}, self.catalog),
@@ -113,7 +117,7 @@ class MixStore:
                 "gradient_bytes": result["memory"]["gradients_bytes"],
                 "backward_flops": result["flops"]["backward"],
             }
-            _write_json(path, found)
+            write_json(path, found)
         self._memo[key] = found
         return found
 
@@ -123,7 +127,7 @@ class MixStore:
         return OpMix.between(one, two, batch)
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+def read_json(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -131,7 +135,7 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
+def write_json(path: Path, data: dict[str, Any]) -> None:
     """Atomic: a reader sees the old file or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")

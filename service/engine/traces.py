@@ -133,12 +133,12 @@ class TraceService:
     def projections(
         self, record: dict[str, Any], gpu_ids: list[str], count: int, reference_gpu: str | None
     ) -> dict[str, Any]:
+        analysis = record["analysis"]
+        if not analysis.get("breakdown"):  # first: without GPU activity no reference helps
+            raise UnknownReference("no GPU activity in the trace to project")
         ref = self.reference(record, reference_gpu)
         if ref is None:
-            raise UnknownReference(record["analysis"].get("device_name") or "(none)")
-        analysis = record["analysis"]
-        if not analysis.get("breakdown"):
-            raise UnknownReference("no GPU activity in the trace to project")
+            raise UnknownReference(analysis.get("device_name") or "(none)")
         sixteen = "bf16" if record["options"].get("precision") == "bf16" else "fp16"
         targets = [self.knowledge.gpu(g) for g in gpu_ids]
         return {

@@ -62,7 +62,7 @@ def _held_out(
     model: PerformanceModel, group: Callable[[Observation, Case], str]
 ) -> list[Prediction]:
     cases, single = model.cases, model.single
-    targets = np.asarray(model.targets())
+    targets = np.asarray(model.targets)
     labels = [group(o, c) for o, c in zip(single, cases, strict=True)]
     out: list[Prediction | None] = [None] * len(single)
     for label in sorted(set(labels)):
@@ -174,6 +174,7 @@ def validate(model: PerformanceModel) -> dict[str, Any]:
     ranks = rank_agreement(logo)
     report: dict[str, Any] = {
         "knowledge_version": model.knowledge_version,
+        "made_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "model": model.summary(),
         "single_gpu": {**single, "spearman": ranks},
         "leave_one_architecture_out": summary(loao),
@@ -182,6 +183,7 @@ def validate(model: PerformanceModel) -> dict[str, Any]:
             "coverage_held_in": coverage(held_in),
             "coverage_held_out": coverage(logo),
         },
+        "input_ceilings": model.ceilings,
         "worst": [p.to_dict() for p in worst],
         "skipped": [{"row": s.row, "reason": s.reason} for s in model.skipped],
     }
