@@ -302,7 +302,7 @@ def validate(as_json: bool, model_dir: Path | None) -> None:
     directory = model_dir or Path(load_settings()["RIGHTSIZE_MODEL_DIR"])
     kb = load_knowledge()
     model = performance_model(kb, Catalog.load(), directory)
-    report = run_validation(model)
+    report = run_validation(model, kb)
     save_report(directory, report)
     if as_json:
         click.echo(json.dumps(report, indent=2))
@@ -316,6 +316,18 @@ def validate(as_json: bool, model_dir: Path | None) -> None:
     loao = report["leave_one_architecture_out"]
     click.echo(
         f"  leave-one-architecture-out: median {loao['median_ape']:.1%} mean {loao['mean_ape']:.1%}"
+    )
+    multi = report["multi_gpu"]
+    click.echo(
+        f"  multi-GPU, end to end with the GPU held out: {multi['rows']} rows, "
+        f"median {multi['median_ape']:.1%} mean {multi['mean_ape']:.1%}"
+    )
+    for row in multi["groups"]:
+        click.echo(f"    {row['name']:<24} {row['median_ape']:7.1%} {row['mean_ape']:7.1%}")
+    alone = multi["scaling_from_measured_single_gpu"]["all"]
+    click.echo(
+        f"  scaling model alone (from the measured 1-GPU row): {alone['rows']} rows, "
+        f"median {alone['median_ape']:.1%} mean {alone['mean_ape']:.1%}"
     )
     click.echo(f"  interval: {report['interval']}")
     click.echo("  per GPU (median, mean APE):")

@@ -84,7 +84,13 @@ class EstimateSchema(Schema):
     gpu_memory_bytes = fields.Float()
     memory_headroom = fields.Float()
     bound = fields.String(
-        metadata={"description": "compute, memory_bandwidth, communication or input"}
+        metadata={
+            "description": "what bounds the step: compute, memory_bandwidth, communication or "
+            "input; from a trace also host (launches, synchronisation) or host_transfer"
+        }
+    )
+    bound_part = fields.String(
+        metadata={"description": "trace estimates: the largest part of the projected step"}
     )
     interval = fields.Nested(IntervalSchema, metadata={"description": "of step_time_s, 80%"})
     throughput_interval = fields.Dict()

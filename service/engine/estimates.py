@@ -18,6 +18,7 @@ from service.engine.estimate import InputCeiling, benchmark_workload, estimate
 from service.engine.model import PerformanceModel, performance_model
 from service.engine.observations import read_json, write_json
 from service.engine.profiling import ProfileService
+from service.engine.projection import resource
 from service.engine.traces import TraceService
 from service.errors import NotFound
 
@@ -116,9 +117,8 @@ class EstimateService:
         batch = record["options"].get("batch_size")
         idle = analysis["breakdown"].get("idle_us", {})
         input_s = float(idle.get("input", 0.0)) / 1e6
-        bound = projected["bound"] or "compute"
-        if bound.startswith("idle_input"):
-            bound = "input"
+        part = projected["bound"] or "compute"
+        bound = resource(part)
         result: dict[str, Any] = {
             "trace_id": trace_id,
             "reference_gpu": found["reference_gpu_id"],
@@ -126,6 +126,7 @@ class EstimateService:
             "count": count,
             "step_time_s": step,
             "bound": bound,
+            "bound_part": part,
             "breakdown_us": projected["breakdown_us"],
             "assumptions": [
                 "projected from the trace: each part scaled by the resource that bounds it; "

@@ -14,9 +14,25 @@ from typing import Any
 
 from knowledge import Knowledge
 from knowledge.records import Gpu
+from service.engine.scaling import link_for
 
 MEMORY_BOUND = ("elementwise", "reduction", "memcpy_d2d", "memset", "other")
 PCIE_GB_PER_S = {3: 15.75, 4: 31.5, 5: 63.0, 6: 126.0}  # x16, one direction
+
+
+def resource(part: str) -> str:
+    """The estimate's name for what bounds a step whose largest part is ``part``."""
+    if part == "idle_input":
+        return "input"
+    if part.startswith("idle_"):
+        return "host"  # launches, synchronisation, the host's own work: no GPU shortens it
+    if part == "communication":
+        return "communication"
+    if part in ("memcpy_h2d", "memcpy_d2h"):
+        return "host_transfer"
+    if part in MEMORY_BOUND:
+        return "memory_bandwidth"
+    return "compute"
 
 
 def _tensor_rate(gpu: Gpu, precision: str, sixteen: str) -> float:
@@ -41,10 +57,11 @@ def mixed_tensor_rate(gpu: Gpu, shares: dict[str, float], sixteen: str) -> float
 
 
 def link_gb_per_s(gpu: Gpu, count: int, knowledge: Knowledge) -> float:
-    """GPU-to-GPU bandwidth one direction: NVLink-class link if any, else PCIe."""
-    if count > 1 and gpu.gpu_link and gpu.gpu_link in knowledge.interconnects:
-        return knowledge.interconnects[gpu.gpu_link].bandwidth_gb_per_s_per_direction
-    return PCIE_GB_PER_S.get(gpu.pcie_generation, 31.5)
+    """GPU-to-GPU bandwidth one direction, per GPU, of the link a ring over ``count`` GPUs
+    crosses (:func:`service.engine.scaling.link_for`); PCIe for one GPU."""
+    if count <= 1:
+        return PCIE_GB_PER_S.get(gpu.pcie_generation, 31.5)
+    return link_for(knowledge, gpu, count).bandwidth_gb_per_s
 
 
 def ratios(

@@ -26,7 +26,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from knowledge import Knowledge
-from knowledge.records import Benchmark, Gpu
+from knowledge.records import Benchmark, Gpu, Workload
+from service.engine.observations import MixStore
+from service.engine.roofline import OpMix
 
 GPUS_PER_NODE = 8  # above this the GPUs sit in several servers joined by the network
 DEFAULT_NETWORK = "infiniband-ndr"  # one 400G port per GPU, as DGX/HGX H100 nodes
@@ -265,8 +267,24 @@ def _reference(row: Benchmark, singles: Sequence[Benchmark]) -> Benchmark:
     return tied[len(tied) // 2]
 
 
-def cases(knowledge: Knowledge) -> tuple[list[Case], list[tuple[Benchmark, str]]]:
-    """Every Lambda multi-GPU row as a :class:`Case`, and the rows left out with why."""
+def _stored_costs(
+    store: MixStore, workload: Workload, precision: str
+) -> tuple[float, float, float]:
+    """:func:`replica_costs` from the performance model's cached batch-1 profile."""
+    entry = store.entry(workload, precision, 1)
+    total = sum(f for f, _ in OpMix.from_dict(entry["mix"]).work.values())
+    share = float(entry["backward_flops"] or 0.0) / total if total else 0.0
+    return float(entry["gradient_bytes"]), share, float(entry["tokens_per_sample"])
+
+
+def cases(
+    knowledge: Knowledge, store: MixStore | None = None
+) -> tuple[list[Case], list[tuple[Benchmark, str]]]:
+    """Every Lambda multi-GPU row as a :class:`Case`, and the rows left out with why.
+
+    ``store``: take the replicas' costs from the performance model's cached profiles
+    instead of profiling each workload again.
+    """
     rows = [
         b for b in knowledge.benchmarks if b.kind == "training-throughput" and b.gpu_id is not None
     ]
@@ -290,10 +308,13 @@ def cases(knowledge: Knowledge) -> tuple[list[Case], list[tuple[Benchmark, str]]
             continue
         ref = _reference(b, group)
         w = knowledge.workloads[b.workload]
-        grad, share, tokens = replica_costs(
-            w.model, w.task, "fp16" if b.precision == "fp16" else "fp32",
-            shape.optimizer, shape.seq_len, shape.image_size,
-        )  # fmt: skip
+        if store is not None:
+            grad, share, tokens = _stored_costs(store, w, b.precision or "fp32")
+        else:
+            grad, share, tokens = replica_costs(
+                w.model, w.task, "fp16" if b.precision == "fp16" else "fp32",
+                shape.optimizer, shape.seq_len, shape.image_size,
+            )  # fmt: skip
         items = tokens if shape.items_per_sample == "tokens" else float(shape.items_per_sample)
         batch = b.batch_size_per_gpu or ref.batch_size_per_gpu or 1.0
         ref_batch = ref.batch_size_per_gpu or batch
@@ -357,14 +378,16 @@ def _ape(rows: Sequence[dict[str, Any]]) -> dict[str, float | int | None]:
     }
 
 
-def validate_scaling(knowledge: Knowledge, params: Params = DEFAULT) -> dict[str, Any]:
+def validate_scaling(
+    knowledge: Knowledge, params: Params = DEFAULT, store: MixStore | None = None
+) -> dict[str, Any]:
     """Per-row predictions and their absolute percentage errors, grouped.
 
     Groups: by GPU count, by NVLink (``details["nvlink"]`` where the data says, else
     "unknown"), by suite, with and without the superlinear rows. ``excluded`` lists the
     rows that could not be predicted, with the reason.
     """
-    data, excluded = cases(knowledge)
+    data, excluded = cases(knowledge, store)
     rows = []
     for c in data:
         predicted, s = c.predict(params)

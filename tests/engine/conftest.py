@@ -1,0 +1,29 @@
+"""The performance model built once per test session, in the service's model cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from knowledge import Knowledge
+from profiles.catalog import Catalog
+from service.config import load_settings
+from service.engine.model import PerformanceModel, performance_model
+
+
+@pytest.fixture(scope="session")
+def catalog() -> Catalog:
+    return Catalog.load()
+
+
+@pytest.fixture(scope="session")
+def model_dir() -> Path:
+    """The service's own cache (RIGHTSIZE_MODEL_DIR): the operator mixes are profiled once
+    for the whole suite, as the service does on its first estimate."""
+    return Path(load_settings()["RIGHTSIZE_MODEL_DIR"])
+
+
+@pytest.fixture(scope="session")
+def model(knowledge: Knowledge, catalog: Catalog, model_dir: Path) -> PerformanceModel:
+    return performance_model(knowledge, catalog, model_dir)
