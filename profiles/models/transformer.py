@@ -137,7 +137,8 @@ class Attention(nn.Module):
             if spec.position == "rope":
                 cos, sin = ctx.rope(s, spec.d_head, x)
                 q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
-            k, v = ctx.cache_kv(self, k, v, append=not self.cross)
+            if self.causal or self.cross:  # an encoder's self-attention runs once: no cache
+                k, v = ctx.cache_kv(self, k, v, append=not self.cross)
         out = ctx.attend(q, k, v, causal=self.causal, bias=bias)
         return self.o(out.transpose(1, 2).reshape(b, s, spec.heads * spec.d_head))
 

@@ -71,7 +71,7 @@ class ThroughputSchema(Schema):
     samples_per_s = fields.Float(allow_none=True)
     tokens_per_s = fields.Float(allow_none=True)
     prefill_tokens_per_s = fields.Float()
-    decode_tokens_per_s = fields.Float()
+    decode_tokens_per_s = fields.Float(allow_none=True)
 
 
 class EstimateSchema(Schema):
@@ -98,7 +98,7 @@ class EstimateSchema(Schema):
     time_to_train_interval = fields.Nested(IntervalSchema)
     latency_s = fields.Float()
     prefill_s = fields.Float()
-    decode_per_token_s = fields.Float()
+    decode_per_token_s = fields.Float(allow_none=True)
     precision = fields.String()
     math_mode = fields.String()
     breakdown = fields.Dict()

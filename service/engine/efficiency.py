@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from sklearn.ensemble import GradientBoostingRegressor, HistGradientBoostingRegressor
 from sklearn.model_selection import GroupKFold
+from threadpoolctl import threadpool_limits
 
 from knowledge import Knowledge
 from knowledge.records import Gpu
@@ -200,7 +201,14 @@ class Fitted:
         return f"{case.workload}|{case.precision}" in self.identity
 
     def predict(self, cases: Sequence[Case]) -> np.ndarray:
-        """log(step / roofline) for each case."""
+        """log(step / roofline) for each case.
+
+        On one OpenMP thread: the tree predictors start a parallel region per tree, which
+        costs far more than a few rows' work (and much more still on a busy machine)."""
+        with threadpool_limits(limits=1, user_api="openmp"):
+            return self._predict(cases)
+
+    def _predict(self, cases: Sequence[Case]) -> np.ndarray:
         known = [c for c in cases if self.is_known(c)]
         out = np.zeros(len(cases))
         general_rows = self._rows(cases, with_identity=False)

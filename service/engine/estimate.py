@@ -233,27 +233,28 @@ def _inference(
     )
     if "prefill" in phases:
         prefill, q, prefill_bound = timed(["prefill"])
-        first, _, decode_bound = timed(["decode-first"])
-        last, _, _ = timed(["decode-last"])
-        per_token = (first + last) / 2
         output = float(workload.get("output_tokens") or 0)
         prompt = float(workload.get("prompt_tokens") or 0)
+        per_token, decode_bound = 0.0, prefill_bound
+        if output and "decode-first" in phases:
+            first, _, decode_bound = timed(["decode-first"])
+            last, _, _ = timed(["decode-last"])
+            per_token = (first + last) / 2
         latency = prefill + per_token * output
-        result = {
+        return {
             "step_time_s": latency,
             "latency_s": latency,
             "prefill_s": prefill,
-            "decode_per_token_s": per_token,
+            "decode_per_token_s": per_token or None,  # None: nothing generated
             "throughput": {
                 "samples_per_s": batch * count / latency,
                 "tokens_per_s": batch * output * count / latency if output else 0.0,
                 "prefill_tokens_per_s": batch * prompt * count / prefill,
-                "decode_tokens_per_s": batch * count / per_token,
+                "decode_tokens_per_s": batch * count / per_token if per_token else None,
             },
             "bound": decode_bound if per_token * output > prefill else prefill_bound,
             "interval": _interval(latency, q),
         }
-        return result
     step, q, bound = timed(sorted(phases))
     return {
         "step_time_s": step,

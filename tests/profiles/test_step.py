@@ -121,6 +121,22 @@ class TestInference:
         with pytest.raises(InvalidDescription, match="output_tokens"):
             run("bert-base", task="inference", batch_size=1, prompt_tokens=16, output_tokens=4)
 
+    def test_encoder_decoder_models_generate(self, run: Run) -> None:
+        """T5 caches the decoder's own keys and values (its start token and each generated
+        one), the cross-attention keys and values of the encoder output (once), and the
+        encoder output itself; the encoder's self-attention runs once and caches nothing.
+        (A regression: the encoder's keys were written into the decoder-sized buffer.)"""
+        p = run("t5-base", task="inference", batch_size=1, prompt_tokens=128, output_tokens=16)
+        layers, hidden, two_bytes = 12, 768, 2
+        own = layers * 2 * (1 + 16) * hidden * two_bytes
+        cross = layers * 2 * 128 * hidden * two_bytes
+        encoder_output = 128 * hidden * two_bytes
+        assert p.memory.kv_cache_bytes == own + cross + encoder_output
+        assert p.phases["decode-first"].flops > 0
+        whisper = run("whisper-small", task="inference", batch_size=1, prompt_tokens=8,
+                      output_tokens=4)  # fmt: skip
+        assert whisper.phases["decode-last"].flops > 0
+
 
 class TestLimits:
     def test_a_slow_profile_is_stopped(self, catalog) -> None:  # type: ignore[no-untyped-def]
