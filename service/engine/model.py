@@ -29,7 +29,7 @@ from service.engine.observations import (
     write_json,
 )
 
-MODEL_VERSION = "3"
+MODEL_VERSION = "4"
 
 
 @dataclass
