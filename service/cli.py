@@ -280,6 +280,14 @@ def capture(
     ctx.exit(code)
 
 
+def _ape_table(rows: list[dict[str, Any]]) -> None:
+    click.echo(f"    {'':<32} {'rows':>5} {'median':>7} {'mean':>7}")
+    for row in rows:
+        click.echo(
+            f"    {row['name']:<32} {row['rows']:>5} {row['median_ape']:7.1%} {row['mean_ape']:7.1%}"
+        )
+
+
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="print the whole report as JSON")
 @click.option(
@@ -322,17 +330,22 @@ def validate(as_json: bool, model_dir: Path | None) -> None:
         f"  multi-GPU, end to end with the GPU held out: {multi['rows']} rows, "
         f"median {multi['median_ape']:.1%} mean {multi['mean_ape']:.1%}"
     )
-    for row in multi["groups"]:
-        click.echo(f"    {row['name']:<24} {row['median_ape']:7.1%} {row['mean_ape']:7.1%}")
+    _ape_table(multi["groups"])
     alone = multi["scaling_from_measured_single_gpu"]["all"]
     click.echo(
         f"  scaling model alone (from the measured 1-GPU row): {alone['rows']} rows, "
         f"median {alone['median_ape']:.1%} mean {alone['mean_ape']:.1%}"
     )
-    click.echo(f"  interval: {report['interval']}")
-    click.echo("  per GPU (median, mean APE):")
-    for row in single["by_gpu"]:
-        click.echo(f"    {row['name']:<24} {row['median_ape']:7.1%} {row['mean_ape']:7.1%}")
+    interval = report["interval"]
+    click.echo(
+        f"  interval ({interval['nominal']:.0%} nominal) holds the measured value for "
+        f"{interval['coverage_held_in']:.1%} of held-in rows, "
+        f"{interval['coverage_held_out']:.1%} held out"
+    )
+    click.echo("  per GPU:")
+    _ape_table(single["by_gpu"])
+    click.echo("  per model and precision:")
+    _ape_table(single["by_workload"])
     click.echo("  worst ten:")
     for row in report["worst"]:
         click.echo(
