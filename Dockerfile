@@ -17,7 +17,12 @@ COPY knowledge ./knowledge
 COPY profiles ./profiles
 RUN pip install . && useradd --system --uid 10001 --home /app rightsize
 
+# the performance model's cache (operator mixes, interval quantiles: JSON), built here so
+# that the container's first estimate does not wait about a minute for it
+ENV RIGHTSIZE_MODEL_DIR=/app/models
+RUN mkdir -p /app/models && chown rightsize /app/models
 USER rightsize
+RUN rightsize train
 EXPOSE 8000
 
 HEALTHCHECK --interval=30s --timeout=3s --start-period=20s --retries=3 \

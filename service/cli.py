@@ -51,12 +51,47 @@ def serve(host: str, port: int, workers: int | None, threads: int) -> None:
             self.cfg.set("threads", threads)
             self.cfg.set("worker_class", "gthread")
             self.cfg.set("accesslog", "-")
+            # each worker builds the performance model in the background as it starts (not
+            # the master: a fork after OpenMP has run in the parent can hang the child)
+            self.cfg.set("post_worker_init", _warm_model)
 
         def load(self) -> Any:
             return app
 
     click.echo(f"rightsize on http://{host}:{port} (API docs at /docs)")
     _Server().run()
+
+
+def _warm_model(worker: Any) -> None:
+    from service.state import state
+
+    with worker.wsgi.app_context():
+        state().estimates.warm()
+
+
+@main.command()
+@click.option(
+    "--model-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="performance model cache (default: RIGHTSIZE_MODEL_DIR)",
+)
+def train(model_dir: Path | None) -> None:
+    """Build the performance model from knowledge/ into its cache (the service does this at
+    start-up when the cache is missing or was made on other knowledge)."""
+    from profiles.catalog import Catalog
+    from service.config import load_settings
+    from service.engine.model import MODEL_VERSION, performance_model
+
+    directory = model_dir or Path(load_settings()["RIGHTSIZE_MODEL_DIR"])
+    kb = load_knowledge()
+    model = performance_model(kb, Catalog.load(), directory)
+    click.echo(
+        f"performance model {MODEL_VERSION} on knowledge {kb.version}: "
+        f"{len(model.single)} single-GPU and {len(model.observations) - len(model.single)} "
+        f"multi-GPU benchmark rows ({len(model.skipped)} skipped), built in "
+        f"{model.built_s:.1f} s; cached in {directory}"
+    )
 
 
 @main.command()
@@ -283,9 +318,8 @@ def capture(
 def _ape_table(rows: list[dict[str, Any]]) -> None:
     click.echo(f"    {'':<32} {'rows':>5} {'median':>7} {'mean':>7}")
     for row in rows:
-        click.echo(
-            f"    {row['name']:<32} {row['rows']:>5} {row['median_ape']:7.1%} {row['mean_ape']:7.1%}"
-        )
+        name, median, mean = row["name"], row["median_ape"], row["mean_ape"]
+        click.echo(f"    {name:<32} {row['rows']:>5} {median:7.1%} {mean:7.1%}")
 
 
 @main.command()

@@ -33,10 +33,27 @@ class CacheStatusSchema(Schema):
     detail = fields.String()
 
 
+class ModelStatusSchema(Schema):
+    state = fields.String(
+        metadata={
+            "description": "ready; building (estimates wait for it); not-built (built on the "
+            "first estimate); failed (the next estimate tries again)"
+        }
+    )
+    model_version = fields.String()
+    knowledge_version = fields.String()
+    built_s = fields.Float(metadata={"description": "seconds the build took"})
+    detail = fields.String(metadata={"description": "why the build failed"})
+
+
 class ReadySchema(Schema):
     status = fields.String(metadata={"description": "ready or not-ready"})
     knowledge = fields.Nested(KnowledgeStatusSchema)
     cache = fields.Nested(CacheStatusSchema)
+    performance_model = fields.Nested(
+        ModelStatusSchema,
+        metadata={"description": "the learned estimate model; readiness does not wait for it"},
+    )
 
 
 @blp.route("/healthz")
@@ -71,5 +88,6 @@ class Ready(MethodView):
                 "unresolved_benchmark_rows": knowledge.unresolved,
             },
             "cache": cache,
+            "performance_model": app_state.estimates.status(),
         }
         return body, 200 if cache["ok"] else 503

@@ -7,7 +7,9 @@ kept as JSON beside the model's cache, keyed by the knowledge version.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +17,14 @@ from knowledge import Knowledge
 from knowledge.records import Gpu
 from profiles.catalog import Catalog
 from service.engine.estimate import InputCeiling, benchmark_workload, estimate
-from service.engine.model import PerformanceModel, performance_model
+from service.engine.model import MODEL_VERSION, PerformanceModel, built_model, performance_model
 from service.engine.observations import read_json, write_json
 from service.engine.profiling import ProfileService
 from service.engine.projection import resource
 from service.engine.traces import TraceService
 from service.errors import NotFound
+
+log = logging.getLogger(__name__)
 
 
 class EstimateInputError(ValueError):
@@ -38,9 +42,49 @@ class EstimateService:
     profiles: ProfileService
     traces: TraceService
     model_dir: Path
+    _warming: threading.Thread | None = field(default=None, init=False, repr=False)
+    _failure: str | None = field(default=None, init=False, repr=False)
 
     def model(self) -> PerformanceModel:
         return performance_model(self.knowledge, self.catalog, self.model_dir)
+
+    def warm(self) -> threading.Thread:
+        """Build the model in the background (at start-up), so that the first estimate
+        does not wait for it; estimates asked for meanwhile wait for the same build."""
+        if self._warming is None:
+            self._warming = threading.Thread(target=self._build, name="model-build", daemon=True)
+            self._warming.start()
+        return self._warming
+
+    def _build(self) -> None:
+        try:
+            model = self.model()
+        except Exception as exc:  # reported by status(); the next estimate tries again
+            self._failure = f"{type(exc).__name__}: {exc}"
+            log.exception("building the performance model failed")
+            return
+        log.info(
+            "performance model %s on knowledge %s ready (%d single-GPU rows, %.1f s)",
+            MODEL_VERSION,
+            model.knowledge_version,
+            len(model.single),
+            model.built_s,
+        )
+
+    def status(self) -> dict[str, Any]:
+        """ready, building, failed or not-built (built on the first estimate)."""
+        model = built_model(self.knowledge, self.model_dir)
+        out: dict[str, Any] = {
+            "model_version": MODEL_VERSION,
+            "knowledge_version": self.knowledge.version,
+        }
+        if model is not None:
+            return {**out, "state": "ready", "built_s": round(model.built_s, 2)}
+        if self._failure is not None and self._warming is not None and not self._warming.is_alive():
+            return {**out, "state": "failed", "detail": self._failure}
+        if self._warming is not None and self._warming.is_alive():
+            return {**out, "state": "building"}
+        return {**out, "state": "not-built"}
 
     def _ceiling(
         self, requested: float | None, profile: dict[str, Any], model: PerformanceModel

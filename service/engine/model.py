@@ -108,6 +108,11 @@ _LOCK = threading.Lock()
 _MODELS: dict[tuple[str, str], PerformanceModel] = {}
 
 
+def built_model(knowledge: Knowledge, cache_dir: Path) -> PerformanceModel | None:
+    """The model for this knowledge version if this process has built it (never blocks)."""
+    return _MODELS.get((knowledge.version, str(cache_dir)))
+
+
 def performance_model(knowledge: Knowledge, catalog: Catalog, cache_dir: Path) -> PerformanceModel:
     """The model for this knowledge version, built once per process (thread-safe)."""
     key = (knowledge.version, str(cache_dir))

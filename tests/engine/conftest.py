@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -27,3 +28,12 @@ def model_dir() -> Path:
 @pytest.fixture(scope="session")
 def model(knowledge: Knowledge, catalog: Catalog, model_dir: Path) -> PerformanceModel:
     return performance_model(knowledge, catalog, model_dir)
+
+
+@pytest.fixture
+def cache_copy(model: PerformanceModel, model_dir: Path, tmp_path: Path) -> Path:
+    """The session's model cache (mixes, interval quantiles), copied: what a test writes
+    there leaves the user's own cache alone."""
+    copy = tmp_path / "models"
+    shutil.copytree(model_dir, copy, ignore=shutil.ignore_patterns("validation-*"))
+    return copy

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -40,12 +39,9 @@ def test_rank_agreement_follows_measured_order(model: PerformanceModel) -> None:
 
 
 def test_validate_command_reports_held_out_errors_and_the_api_serves_them(
-    model: PerformanceModel, knowledge: Knowledge, model_dir: Path, tmp_path: Path
+    model: PerformanceModel, knowledge: Knowledge, cache_copy: Path
 ) -> None:
-    # the session's model cache (mixes, interval quantiles) copied so that the report
-    # written here leaves the user's own cache alone
-    cache = tmp_path / "models"
-    shutil.copytree(model_dir, cache, ignore=shutil.ignore_patterns("validation-*"))
+    cache = cache_copy
     result = CliRunner().invoke(main, ["validate", "--model-dir", str(cache)])
     assert result.exit_code == 0, result.output
     for heading in ("leave-one-GPU-out", "leave-one-architecture-out", "per GPU:"):
