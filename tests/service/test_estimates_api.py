@@ -82,3 +82,20 @@ def test_validation_report_404_until_made(client: FlaskClient, tmp_path: Any) ->
     app = create_app({"TESTING": True, "MODEL_DIR": str(tmp_path)})
     response = app.test_client().get("/v1/validation")
     assert "rightsize validate" in problem(response, 404)["detail"]
+
+
+def test_benchmarked_model_at_its_default_size_is_the_benchmarked_workload(
+    client: FlaskClient,
+) -> None:
+    # the README's example: no image_size (the model's own 224 px) and the default optimizer
+    body = {"model": {"name": "resnet-50"}, "workload": {"task": "training", "batch_size": 256}}
+    result = estimate(client, gpu="a100-sxm4-80gb", **body)
+    learned = [a for a in result["assumptions"] if a.startswith("efficiency")]
+    assert learned
+    assert "did not measure" not in learned[0]
+    other = estimate(
+        client,
+        gpu="a100-sxm4-80gb",
+        **{**body, "workload": {**body["workload"], "image_size": 160}},
+    )
+    assert any("did not measure" in a for a in other["assumptions"])
