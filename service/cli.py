@@ -7,11 +7,14 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from knowledge import KnowledgeInvalid, load_knowledge
+from knowledge import Knowledge, KnowledgeInvalid, load_knowledge
+
+if TYPE_CHECKING:  # the engine (scikit-learn) is imported by the commands that use it
+    from service.engine.model import PerformanceModel
 
 
 @click.group()
@@ -62,6 +65,25 @@ def serve(host: str, port: int, workers: int | None, threads: int) -> None:
     _Server().run()
 
 
+_model_dir_option = click.option(
+    "--model-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="performance model cache (default: RIGHTSIZE_MODEL_DIR)",
+)
+
+
+def _performance_model(model_dir: Path | None) -> tuple[Knowledge, Path, PerformanceModel]:
+    """The knowledge, the model cache directory, and the model built (or reused) there."""
+    from profiles.catalog import Catalog
+    from service.config import load_settings
+    from service.engine.model import performance_model
+
+    directory = model_dir or Path(load_settings()["RIGHTSIZE_MODEL_DIR"])
+    kb = load_knowledge()
+    return kb, directory, performance_model(kb, Catalog.load(), directory)
+
+
 def _warm_model(worker: Any) -> None:
     from service.state import state
 
@@ -70,22 +92,13 @@ def _warm_model(worker: Any) -> None:
 
 
 @main.command()
-@click.option(
-    "--model-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=None,
-    help="performance model cache (default: RIGHTSIZE_MODEL_DIR)",
-)
+@_model_dir_option
 def train(model_dir: Path | None) -> None:
     """Build the performance model from knowledge/ into its cache (the service does this at
     start-up when the cache is missing or was made on other knowledge)."""
-    from profiles.catalog import Catalog
-    from service.config import load_settings
-    from service.engine.model import MODEL_VERSION, performance_model
+    from service.engine.model import MODEL_VERSION
 
-    directory = model_dir or Path(load_settings()["RIGHTSIZE_MODEL_DIR"])
-    kb = load_knowledge()
-    model = performance_model(kb, Catalog.load(), directory)
+    kb, directory, model = _performance_model(model_dir)
     click.echo(
         f"performance model {MODEL_VERSION} on knowledge {kb.version}: "
         f"{len(model.single)} single-GPU and {len(model.observations) - len(model.single)} "
@@ -324,26 +337,16 @@ def _ape_table(rows: list[dict[str, Any]]) -> None:
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="print the whole report as JSON")
-@click.option(
-    "--model-dir",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=None,
-    help="performance model cache (default: RIGHTSIZE_MODEL_DIR)",
-)
+@_model_dir_option
 def validate(as_json: bool, model_dir: Path | None) -> None:
     """Cross-validate the estimates on the stored benchmarks (leave one GPU out) and save
     the report that GET /v1/validation serves."""
     import json
 
-    from profiles.catalog import Catalog
-    from service.config import load_settings
     from service.engine.estimates import save_report
-    from service.engine.model import performance_model
     from service.engine.validation import validate as run_validation
 
-    directory = model_dir or Path(load_settings()["RIGHTSIZE_MODEL_DIR"])
-    kb = load_knowledge()
-    model = performance_model(kb, Catalog.load(), directory)
+    kb, directory, model = _performance_model(model_dir)
     report = run_validation(model, kb)
     save_report(directory, report)
     if as_json:

@@ -141,6 +141,7 @@ class _NeighbourIndex:
         groups: dict[tuple[str | None, str], list[int]] = defaultdict(list)
         for i, case in enumerate(cases):
             groups[(case.workload, case.precision)].append(i)
+        self.rows = dict(groups)  # indices into the fitted rows, per (workload, precision)
         self.groups = {
             key: (
                 np.array([gpu_vector(cases[i].gpu, cases[i].mode) for i in rows]),
@@ -231,17 +232,20 @@ class Fitted:
             rows.append(row)
         return np.array(rows, dtype=float)
 
-    def _neighbours(self, case: Case) -> float | None:
-        """Kernel-weighted efficiency of the same workload on the most similar GPUs."""
+    def _grouped(self) -> _NeighbourIndex:
         if self._index is None:
             self._index = _NeighbourIndex(self.cases, self.targets)
-        return self._index.estimate(case, self.scale)
+        return self._index
+
+    def _neighbours(self, case: Case) -> float | None:
+        """Kernel-weighted efficiency of the same workload on the most similar GPUs."""
+        return self._grouped().estimate(case, self.scale)
 
     def _ridge(self, case: Case) -> float | None:
         """The workload's own ridge on GPU specs, fitted on first use."""
         key = (case.workload, case.precision)
         if key not in self._ridges:
-            rows = [i for i, c in enumerate(self.cases) if (c.workload, c.precision) == key]
+            rows = self._grouped().rows.get(key, [])
             cases = [self.cases[i] for i in rows]
             self._ridges[key] = _Ridge.fit(cases, self.targets[rows])
         ridge = self._ridges[key]

@@ -36,15 +36,15 @@ def benchmark_workload(profile: Mapping[str, Any], knowledge: Knowledge) -> str 
     workload = profile["workload"]
     if workload["task"] == "inference":
         return None
+    # an image size the request left out is the model's own (the profile counted at it);
+    # token models have no default length: the profile requires seq_len
     spec = profile["model"].get("spec") or {}
-    # a size the request left out is the model's own (the profile counted at that size)
-    seq_len = workload.get("seq_len") or spec.get("seq_len")
     image_size = workload.get("image_size") or spec.get("image_size")
     for wid, record in knowledge.workloads.items():
         shape = record.profile
         if shape is None or record.model != profile["model"].get("name"):
             continue
-        if shape.seq_len not in (None, seq_len):
+        if shape.seq_len not in (None, workload.get("seq_len")):
             continue
         if shape.image_size not in (None, image_size):
             continue

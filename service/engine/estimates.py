@@ -80,10 +80,10 @@ class EstimateService:
         }
         if model is not None:
             return {**out, "state": "ready", "built_s": round(model.built_s, 2)}
-        if self._failure is not None and self._warming is not None and not self._warming.is_alive():
-            return {**out, "state": "failed", "detail": self._failure}
         if self._warming is not None and self._warming.is_alive():
             return {**out, "state": "building"}
+        if self._failure is not None:  # set by the warm-up thread, which has ended
+            return {**out, "state": "failed", "detail": self._failure}
         return {**out, "state": "not-built"}
 
     def _ceiling(
