@@ -29,10 +29,12 @@ class Gpu:
     tf32_tflops: float | None
     bf16_tflops: float | None
     fp16_tflops: float | None
+    fp16_fp16acc_tflops: float | None
     fp8_tflops: float | None
     int8_tops: float | None
     tensor_cores: int
     sm_count: int
+    boost_clock_mhz: float
     l2_cache_mb: float
     ecc: bool
     tdp_w: float
@@ -57,6 +59,11 @@ class Gpu:
             return self.int8_tops
         value: float | None = getattr(self, f"{precision}_tflops")
         return value
+
+    @property
+    def sm_cycles_per_s(self) -> float:
+        """SM-cycles per second at the vendor's boost clock (AMD: CU-cycles)."""
+        return self.sm_count * self.boost_clock_mhz * 1e6
 
     @property
     def precisions(self) -> tuple[str, ...]:

@@ -96,10 +96,12 @@ class GpuSchema(Schema):
     tf32_tflops = _rate()
     bf16_tflops = _rate()
     fp16_tflops = _rate()
+    fp16_fp16acc_tflops = _rate()
     fp8_tflops = _rate()
     int8_tops = _rate()
     tensor_cores = fields.Integer(required=True, validate=validate.Range(0, 10000))
     sm_count = fields.Integer(required=True, validate=validate.Range(1, 1000))
+    boost_clock_mhz = _number(100, 5000, required=True)
     l2_cache_mb = _number(0, 1024, required=True)
     ecc = fields.Boolean(required=True)
     tdp_w = _number(5, 3000, required=True)
@@ -132,7 +134,7 @@ class GpuSchema(Schema):
                 "gpu_link",
             )
         if data["tensor_cores"] == 0:
-            for name in ("tf32_tflops", "bf16_tflops", "fp8_tflops"):
+            for name in ("tf32_tflops", "bf16_tflops", "fp16_fp16acc_tflops", "fp8_tflops"):
                 if data[name] is not None:
                     raise ValidationError("must be null on a GPU without tensor cores", name)
         if (data["price_usd"] is None) != (data["price_as_of"] is None):
@@ -142,12 +144,28 @@ class GpuSchema(Schema):
         for low, high in (("tf32_tflops", "bf16_tflops"), ("bf16_tflops", "fp8_tflops")):
             if None not in (data[low], data[high]) and data[low] > data[high]:
                 raise ValidationError(f"{low} exceeds {high}: a sparse or swapped figure?", low)
+        _check_fp16_accumulate(data["fp16_tflops"], data["fp16_fp16acc_tflops"])
 
     @post_load
     def _make(self, data: dict[str, Any], **_: Any) -> records.Gpu:
         data["sources"] = tuple(data["sources"])
         data["aliases"] = tuple(data["aliases"])
         return records.Gpu(**data)
+
+
+def _check_fp16_accumulate(fp32_acc: float | None, fp16_acc: float | None) -> None:
+    """FP16 accumulate runs at the FP32-accumulate rate (full-rate parts) or twice it (GeForce)."""
+    if fp16_acc is None:
+        return
+    if fp32_acc is None:
+        raise ValidationError("needs fp16_tflops (the FP32-accumulate rate)", "fp16_fp16acc_tflops")
+    # 1% slack: the two figures are rounded separately (RTX 5070: 61.7 and 123.5).
+    if not fp32_acc * 0.99 <= fp16_acc <= 2 * fp32_acc * 1.01:
+        raise ValidationError(
+            f"must lie between fp16_tflops ({fp32_acc}) and twice it: "
+            "a sparse figure, or fp16_tflops is not the FP32-accumulate rate?",
+            "fp16_fp16acc_tflops",
+        )
 
 
 class InterconnectSchema(Schema):

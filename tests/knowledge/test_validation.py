@@ -79,6 +79,35 @@ def sparse_figure(root: Path) -> tuple[str, str, str]:
     return "gpus/nvidia-datacenter.yaml", "id 'h100-sxm-80gb'", "tf32_tflops"
 
 
+def _set_in_record(path: Path, gpu_id: str, field: str, value: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    start = text.index(f"id: {gpu_id}\n")
+    begin = start + text[start:].index(f"  {field}:")
+    end = begin + text[begin:].index("\n")
+    path.write_text(text[:begin] + f"  {field}: {value}" + text[end:], encoding="utf-8")
+
+
+def missing_boost_clock(root: Path) -> tuple[str, str, str]:
+    path = _first_gpu_file(root)
+    text = path.read_text(encoding="utf-8")
+    line = re.search(r"\n  boost_clock_mhz: [^\n]*", text)
+    assert line
+    path.write_text(text.replace(line.group(0), "", 1), encoding="utf-8")
+    return path.relative_to(root).as_posix(), "record 1", "boost_clock_mhz"
+
+
+def sparse_fp16_accumulate(root: Path) -> tuple[str, str, str]:
+    path = root / "gpus" / "workstation-consumer.yaml"
+    _set_in_record(path, "rtx-4090", "fp16_fp16acc_tflops", "660.6")
+    return "gpus/workstation-consumer.yaml", "id 'rtx-4090'", "fp16_fp16acc_tflops"
+
+
+def fp16_accumulate_without_tensor_cores(root: Path) -> tuple[str, str, str]:
+    path = root / "gpus" / "workstation-consumer.yaml"
+    _set_in_record(path, "gtx-1080-ti", "fp16_fp16acc_tflops", "0.36")
+    return "gpus/workstation-consumer.yaml", "id 'gtx-1080-ti'", "fp16_fp16acc_tflops"
+
+
 def duplicate_gpu_id(root: Path) -> tuple[str, str, str]:
     path = root / "gpus" / "workstation-consumer.yaml"
     _edit(path, "id: rtx-4090\n", "id: h100-sxm-80gb\n")
@@ -137,6 +166,9 @@ CORRUPTIONS = [
     pytest.param(unknown_gpu_field, id="unknown-field"),
     pytest.param(negative_bandwidth, id="negative-value"),
     pytest.param(sparse_figure, id="sparse-figure"),
+    pytest.param(missing_boost_clock, id="missing-boost-clock"),
+    pytest.param(sparse_fp16_accumulate, id="sparse-fp16-accumulate"),
+    pytest.param(fp16_accumulate_without_tensor_cores, id="fp16-accumulate-without-tensor-cores"),
     pytest.param(duplicate_gpu_id, id="duplicate-id"),
     pytest.param(dangling_offer_gpu, id="offer-names-unknown-gpu"),
     pytest.param(price_without_offer, id="price-without-offer"),
