@@ -21,8 +21,8 @@ from profiles.trace.stream import Limits
 from service import api, errors
 from service.cache import RedisCache, make_cache
 from service.config import load_settings
-from service.engine.estimates import EstimateService
 from service.engine.profiling import ProfileService
+from service.engine.service import EstimateService
 from service.engine.traces import TraceService
 from service.state import AppState, attach
 

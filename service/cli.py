@@ -77,11 +77,11 @@ def _performance_model(model_dir: Path | None) -> tuple[Knowledge, Path, Perform
     """The knowledge, the model cache directory, and the model built (or reused) there."""
     from profiles.catalog import Catalog
     from service.config import load_settings
-    from service.engine.model import performance_model
+    from service.engine.model import build
 
     directory = model_dir or Path(load_settings()["RIGHTSIZE_MODEL_DIR"])
     kb = load_knowledge()
-    return kb, directory, performance_model(kb, Catalog.load(), directory)
+    return kb, directory, build(kb, Catalog.load(), directory)
 
 
 def _warm_model(worker: Any) -> None:
@@ -105,6 +105,33 @@ def train(model_dir: Path | None) -> None:
         f"multi-GPU benchmark rows ({len(model.skipped)} skipped), built in "
         f"{model.built_s:.1f} s; cached in {directory}"
     )
+
+
+@main.command("benchmark-profiles")
+@click.option(
+    "--check",
+    is_flag=True,
+    help="only say whether the packaged file is current (exit 1 if it is not)",
+)
+def benchmark_profiles(check: bool) -> None:
+    """Profile the benchmarked workloads' steps (batch 1 and 2, each precision) and write
+    them into the package (service/engine/data/benchmark_profiles.json), so that the
+    service builds its model without profiling. Run after changing the profiler, the model
+    catalog or the benchmarked workloads."""
+    from service.engine import shipped
+
+    kb = load_knowledge()
+    if check:
+        stale = shipped.stale_entries(kb)
+        if stale:
+            raise click.ClickException(
+                f"{len(stale)} entries are stale or missing ({', '.join(stale[:4])}...): run "
+                "`rightsize benchmark-profiles`"
+            )
+        click.echo("benchmark profiles are current")
+        return
+    path, count = shipped.write(kb)
+    click.echo(f"wrote {count} benchmark step profiles to {path}")
 
 
 @main.command()
@@ -343,7 +370,7 @@ def validate(as_json: bool, model_dir: Path | None) -> None:
     the report that GET /v1/validation serves."""
     import json
 
-    from service.engine.estimates import save_report
+    from service.engine.service import save_report
     from service.engine.validation import validate as run_validation
 
     kb, directory, model = _performance_model(model_dir)

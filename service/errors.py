@@ -15,6 +15,7 @@ from werkzeug.exceptions import HTTPException
 
 from knowledge import KnowledgeError, UnknownId
 from profiles.errors import InvalidDescription, ProfileError, ProfileTooSlow, UnknownModel
+from service.engine import errors as engine
 
 PROBLEM_MIME = "application/problem+json"
 PROBLEM_BASE = "https://rightsize.readthedocs.io/problems/"
@@ -116,6 +117,19 @@ def from_profile_error(error: ProfileError) -> Response:
     return from_unexpected(error)
 
 
+def from_engine_error(error: engine.EngineError) -> Response:
+    """The engine's errors: unknown stored objects are 404s, requests it cannot answer
+    422s naming the field, a model that cannot be built a 503."""
+    if isinstance(error, engine.NotFound):
+        return from_api_error(NotFound(error.kind, str(error.value), error.suggestions))
+    if isinstance(error, engine.InvalidRequest):
+        assert error.field is not None
+        return from_api_error(InvalidInput(error.field, error.message, "json", error.value))
+    if isinstance(error, engine.ModelUnavailable):
+        return from_api_error(Unavailable(error.message))
+    return from_unexpected(error)
+
+
 def from_recursion(error: RecursionError) -> Response:
     """A request nested too deeply to parse or validate (e.g. 100,000 nested JSON objects)."""
     return problem(400, "Bad Request", "the request body is nested too deeply", "bad-request")
@@ -158,6 +172,7 @@ def init_app(app: Flask) -> None:
     app.register_error_handler(ApiError, from_api_error)
     app.register_error_handler(KnowledgeError, from_knowledge_error)
     app.register_error_handler(ProfileError, from_profile_error)
+    app.register_error_handler(engine.EngineError, from_engine_error)
     app.register_error_handler(HTTPException, from_http_exception)
     app.register_error_handler(RecursionError, from_recursion)
     app.register_error_handler(Exception, from_unexpected)

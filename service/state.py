@@ -11,8 +11,8 @@ from redis import Redis
 from knowledge import Knowledge
 from profiles.catalog import Catalog
 from service.cache import Cache
-from service.engine.estimates import EstimateService
 from service.engine.profiling import ProfileService
+from service.engine.service import EstimateService
 from service.engine.traces import TraceService
 
 EXTENSION = "rightsize"

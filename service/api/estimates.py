@@ -10,9 +10,6 @@ from marshmallow import Schema, ValidationError, fields, validate, validates_sch
 from profiles.workload import WorkloadSchema
 from service.api.base import Blueprint
 from service.api.profiles import MODEL_DESCRIPTION
-from service.engine.estimates import EstimateInputError
-from service.engine.roofline import UnsupportedPrecision
-from service.engine.traces import UnknownReference
 from service.errors import InvalidInput, NotFound
 from service.state import state
 
@@ -74,19 +71,68 @@ class ThroughputSchema(Schema):
     decode_tokens_per_s = fields.Float(allow_none=True)
 
 
+def _seconds(description: str) -> fields.Float:
+    return fields.Float(metadata={"description": description})
+
+
+class BreakdownSchema(Schema):
+    """Where one training step's time goes, in seconds."""
+
+    tensor_s = _seconds("matmul-like work on tensor cores, at the learned efficiency")
+    cuda_core_s = _seconds("matmul-like work where the math mode has no tensor cores")
+    vector_s = _seconds("other arithmetic at the fp32 vector rate")
+    memory_s = _seconds("bytes moved at the bandwidth the GPU's SMs can use")
+    gpu_s = _seconds("the four above: the part a faster GPU shortens")
+    optimizer_s = _seconds("the optimizer update's share of gpu_s (memory-bound)")
+    launch_s = _seconds("kernel launches: no GPU shortens them")
+    host_s = _seconds("the training loop's host time per step: no GPU shortens it")
+    single_gpu_step_s = _seconds("the step on one GPU alone")
+    efficiency = fields.Float(
+        metadata={"description": "ideal GPU time (each resource at its peak) over gpu_s"}
+    )
+    allreduce_s = _seconds("the gradient all-reduce (data parallel)")
+    exposed_communication_s = _seconds("the part of it backward does not hide")
+    sync_s = _seconds("per-step synchronisation of the replicas")
+    input_wait_s = _seconds("time the GPUs wait on the input pipeline per step")
+
+
+class MemorySchema(Schema):
+    """Bytes one GPU holds at the step's peak, by what holds them."""
+
+    parameters_bytes = fields.Float()
+    gradients_bytes = fields.Float()
+    optimizer_states_bytes = fields.Float()
+    master_weights_bytes = fields.Float()
+    activations_bytes = fields.Float()
+    kv_cache_bytes = fields.Float()
+    temporary_peak_bytes = fields.Float()
+    runtime_overhead_bytes = fields.Float()
+    total_bytes = fields.Float()
+
+
 class EstimateSchema(Schema):
     gpu = fields.String()
     count = fields.Integer()
     step_time_s = fields.Float(metadata={"description": "one step (inference: the request)"})
     throughput = fields.Nested(ThroughputSchema, metadata={"description": "all GPUs together"})
-    fits = fields.Boolean(metadata={"description": "memory fits with 10% headroom"})
+    fits = fields.Boolean(
+        metadata={"description": "the memory per GPU fits in the GPU's usable memory"}
+    )
     memory_per_gpu_bytes = fields.Float()
-    gpu_memory_bytes = fields.Float()
-    memory_headroom = fields.Float()
+    gpu_memory_bytes = fields.Float(
+        metadata={"description": "the datasheet's memory (GPU memory is quoted in GiB)"}
+    )
+    usable_memory_bytes = fields.Float(
+        metadata={"description": "what the driver leaves of it (98.5%)"}
+    )
+    memory_headroom = fields.Float(
+        metadata={"description": "share of the usable memory left (negative: does not fit)"}
+    )
+    memory = fields.Nested(MemorySchema)
     bound = fields.String(
         metadata={
-            "description": "what bounds the step: compute, memory_bandwidth, communication or "
-            "input; from a trace also host (launches, synchronisation) or host_transfer"
+            "description": "what bounds the step: compute, memory_bandwidth, kernel_launches, "
+            "host, communication or input; from a trace also host_transfer"
         }
     )
     bound_part = fields.String(
@@ -97,13 +143,17 @@ class EstimateSchema(Schema):
     time_to_train_s = fields.Float()
     time_to_train_interval = fields.Nested(IntervalSchema)
     latency_s = fields.Float()
-    prefill_s = fields.Float()
+    prefill_s = fields.Float(allow_none=True)
     decode_per_token_s = fields.Float(allow_none=True)
     precision = fields.String()
     math_mode = fields.String()
-    breakdown = fields.Dict()
-    breakdown_us = fields.Dict()
+    breakdown = fields.Nested(BreakdownSchema)
+    breakdown_us = fields.Dict(metadata={"description": "trace estimates: the projected parts"})
     input_stall_s = fields.Float()
+    known_workload = fields.String(
+        allow_none=True,
+        metadata={"description": "the benchmarked workload the estimate was fitted on"},
+    )
     profile_id = fields.String(allow_none=True)
     trace_id = fields.String()
     reference_gpu = fields.String()
@@ -117,35 +167,42 @@ class Estimates(MethodView):
     @blp.response(200, EstimateSchema)
     @blp.problem(404)
     @blp.problem(422)
+    @blp.problem(503)
     def post(self, body: dict[str, Any]) -> dict[str, Any]:
         """Estimate step time, throughput, memory and the bound on a GPU (and n of them)"""
         knowledge = state().knowledge
         if knowledge.resolve_gpu(body["gpu"]) is None:
             close = ", ".join(knowledge.gpu_index.suggest(body["gpu"])) or "none"
             raise InvalidInput("gpu", f"unknown GPU '{body['gpu']}' (close matches: {close})")
-        try:
-            return state().estimates.request(body)
-        except UnsupportedPrecision as exc:
-            raise InvalidInput("workload.precision", str(exc)) from None
-        except EstimateInputError as exc:
-            raise InvalidInput(exc.field, str(exc)) from None
-        except UnknownReference as exc:
-            raise InvalidInput(
-                "reference_gpu",
-                f"cannot project the trace ({exc}): name the traced GPU with reference_gpu",
-            ) from None
+        result = state().estimates.request(body).to_dict()
+        result["knowledge_version"] = knowledge.version
+        return result
 
 
 class ValidationReportSchema(Schema):
     knowledge_version = fields.String(metadata={"description": "the knowledge it was made on"})
     made_at = fields.String()
-    model = fields.Dict()
-    single_gpu = fields.Dict(metadata={"description": "leave-one-GPU-out, single-GPU rows"})
-    multi_gpu = fields.Dict(metadata={"description": "2x, 4x, 8x rows with the scaling model"})
+    model = fields.Dict(metadata={"description": "the fitted step model's parameters"})
+    single_gpu = fields.Dict(
+        metadata={"description": "leave-one-GPU-out, single-GPU rows, with the per-GPU table"}
+    )
+    forward_in_time = fields.Dict(
+        metadata={
+            "description": "by year Y: fitted on GPUs released before Y, predicting those "
+            "released in Y or later"
+        }
+    )
     leave_one_architecture_out = fields.Dict()
+    multi_gpu = fields.Dict(metadata={"description": "2-16 GPU rows, end to end, GPU held out"})
+    speedup_over_previous_flagship = fields.Dict(
+        metadata={"description": "predicted against measured speed-up per workload and GPU"}
+    )
+    memory_fit = fields.Dict(
+        metadata={"description": "share of the stored configurations estimated to fit"}
+    )
     interval = fields.Dict(metadata={"description": "coverage of the 80% interval"})
+    held_in = fields.Dict()
     input_ceilings = fields.Dict()
-    worst = fields.List(fields.Dict())
     skipped = fields.List(fields.Dict())
     targets = fields.Dict()
     seconds = fields.Float()
@@ -156,7 +213,7 @@ class Validation(MethodView):
     @blp.response(200, ValidationReportSchema)
     @blp.problem(404)
     def get(self) -> dict[str, Any]:
-        """The last validation report (leave-one-GPU-out), with its knowledge version"""
+        """The last validation report (held-out GPUs, forward in time, architectures, memory)"""
         report = state().estimates.report()
         if report is None:
             raise NotFound("validation report", "(none yet: run `rightsize validate`)", [])

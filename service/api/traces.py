@@ -12,7 +12,7 @@ from profiles.trace.read import CAPTURE_HINT
 from profiles.trace.stream import TraceFormatError
 from service import jobs
 from service.api.base import Blueprint
-from service.engine.traces import TraceOptions, UnknownReference
+from service.engine.traces import TraceOptions
 from service.errors import ApiError, InvalidInput, NotFound, PayloadTooLarge
 from service.state import state
 
@@ -208,13 +208,4 @@ class TraceProjections(MethodView):
             if knowledge.resolve_gpu(name) is None:
                 close = ", ".join(knowledge.gpu_index.suggest(name)) or "none"
                 raise InvalidInput("gpus", f"unknown GPU '{name}' (close matches: {close})")
-        try:
-            return traces.projections(
-                record, body["gpus"], body["count"], body.get("reference_gpu")
-            )
-        except UnknownReference as exc:
-            raise InvalidInput(
-                "reference_gpu",
-                f"the reference GPU '{exc}' is not in the catalog: name it with reference_gpu "
-                "(a GPU id from /v1/gpus)",
-            ) from None
+        return traces.projections(record, body["gpus"], body["count"], body.get("reference_gpu"))

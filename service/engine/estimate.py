@@ -1,273 +1,427 @@
 """How fast a profiled workload runs on a GPU (and n of them), and how sure that is.
 
-Step time on one GPU = roofline of the profile's operator mix x the learned efficiency
-(:mod:`service.engine.efficiency`); on n GPUs, data parallel with the gradient all-reduce
-over the link that joins them (:mod:`service.engine.scaling`). The input pipeline is a
-bound of its own (Amdahl): a faster GPU cannot feed itself faster than its input.
+:func:`estimate_many` is the one function the API serves and the validation checks: typed
+requests (a :class:`StepProfile`, a GPU, a count) in, typed :class:`Estimate` out. On one
+GPU the step model (:mod:`service.engine.step_model`) gives the step and its parts; on n
+GPUs data parallel adds the gradient all-reduce over the link that joins them
+(:mod:`service.engine.scaling`); the input pipeline is a bound of its own (Amdahl: a
+faster GPU cannot feed itself faster than its input).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
 from knowledge import Knowledge
 from knowledge.records import Gpu
 from service.engine import scaling
-from service.engine.efficiency import Case, make_case
-from service.engine.model import PerformanceModel
-from service.engine.roofline import OpMix, math_mode, roofline
+from service.engine.roofline import MathMode, math_mode, resource_times, usable_bandwidth
+from service.engine.step_model import DEFAULT_SUITE, StepParts
+from service.engine.step_profile import MemoryNeed, StepProfile
 
-HEADROOM = 0.9  # a workload fits when it needs at most this share of the GPU's memory
+if TYPE_CHECKING:
+    from service.engine.model import PerformanceModel
+
+# what the driver and ECC leave of the memory the datasheet quotes ("80 GB" cards have
+# 80 GiB; nvidia-smi shows about 99.5% of it, an H200 "141 GB" shows 139.8 GiB)
+USABLE_MEMORY_SHARE = 0.985
+COMFORT_HEADROOM = 0.10  # below this share of usable memory left, the estimate warns
 BENCHMARK_PRECISION = {"fp16": "fp16", "bf16": "fp16", "fp32": "fp32", "tf32": "fp32"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class InputCeiling:
     samples_per_s_per_gpu: float
     source: str  # "request", "trace" or "benchmarks"
     note: str
 
 
-def benchmark_workload(profile: Mapping[str, Any], knowledge: Knowledge) -> str | None:
+@dataclass(frozen=True, slots=True)
+class EstimateRequest:
+    """One estimate to make: ``profile`` on ``count`` GPUs of ``gpu`` (batch per GPU)."""
+
+    profile: StepProfile
+    gpu: Gpu
+    count: int = 1
+    nvlink: bool | None = None
+    ceiling: InputCeiling | None = None
+    workload: str | None = None  # the benchmarked workload this is (None: match by model)
+    suite: str = DEFAULT_SUITE  # the software generation whose host times apply
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    low: float
+    high: float
+
+    @classmethod
+    def around(cls, value: float, log_quantile: float) -> Interval:
+        return cls(value * math.exp(-log_quantile), value * math.exp(log_quantile))
+
+    def to_dict(self) -> dict[str, float]:
+        return {"low": self.low, "high": self.high}
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFit:
+    """The memory one GPU needs against what it has."""
+
+    need: MemoryNeed
+    capacity_bytes: float  # the datasheet's memory (GiB, as GPU memory is quoted)
+    usable_bytes: float  # what the driver leaves of it
+
+    @property
+    def required_bytes(self) -> float:
+        return self.need.total_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.required_bytes <= self.usable_bytes
+
+    @property
+    def headroom(self) -> float:
+        """Share of the usable memory left (negative: does not fit)."""
+        return 1.0 - self.required_bytes / self.usable_bytes
+
+
+def memory_fit(need: MemoryNeed, gpu: Gpu) -> MemoryFit:
+    capacity = gpu.memory_gb * 2**30
+    return MemoryFit(need, capacity, capacity * USABLE_MEMORY_SHARE)
+
+
+@dataclass(frozen=True, slots=True)
+class StepBreakdown:
+    """Where one step's time goes (seconds); training estimates."""
+
+    tensor_s: float
+    cuda_core_s: float
+    vector_s: float
+    memory_s: float
+    gpu_s: float  # the four above: the part a faster GPU shortens
+    optimizer_s: float  # the optimizer update's share of gpu_s
+    launch_s: float  # kernel launches: no GPU shortens them
+    host_s: float  # the training loop's host time per step: no GPU shortens it
+    single_gpu_step_s: float
+    efficiency: float  # ideal GPU time (each resource at its peak) over gpu_s
+    allreduce_s: float = 0.0
+    exposed_communication_s: float = 0.0
+    sync_s: float = 0.0
+    input_wait_s: float = 0.0  # the GPUs wait this long per step on the input pipeline
+
+    def to_dict(self) -> dict[str, float]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True)
+class InferenceTimes:
+    latency_s: float
+    prefill_s: float | None
+    decode_per_token_s: float | None  # None: nothing generated
+    prefill_tokens_per_s: float | None
+    decode_tokens_per_s: float | None
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """An estimate of ``count`` GPUs of ``gpu_id`` running the profile's step."""
+
+    gpu_id: str
+    count: int
+    precision: str
+    math_mode: str
+    step_time_s: float
+    interval: Interval  # of step_time_s, 80%
+    samples_per_s: float | None  # all GPUs together (None: a trace without its batch)
+    tokens_per_s: float | None
+    bound: str  # compute, memory_bandwidth, kernel_launches, host, communication, input
+    memory: MemoryFit | None  # None: a projected trace (its memory is not estimated)
+    assumptions: tuple[str, ...]
+    breakdown: StepBreakdown | None = None  # training
+    inference: InferenceTimes | None = None
+    time_to_train_s: float | None = None
+    time_to_train_interval: Interval | None = None
+    known_workload: str | None = None  # the benchmarked workload it was fitted on
+    profile_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # trace projections' own fields
+
+    @property
+    def fits(self) -> bool | None:
+        return self.memory.fits if self.memory is not None else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The API's representation (see ``EstimateSchema``)."""
+        low, high = self.interval.low, self.interval.high
+        out: dict[str, Any] = {
+            "gpu": self.gpu_id,
+            "count": self.count,
+            "precision": self.precision,
+            "math_mode": self.math_mode,
+            "step_time_s": self.step_time_s,
+            "interval": self.interval.to_dict(),
+            "throughput": {"samples_per_s": self.samples_per_s, "tokens_per_s": self.tokens_per_s},
+            "bound": self.bound,
+            "known_workload": self.known_workload,
+            "profile_id": self.profile_id,
+            "assumptions": list(self.assumptions),
+        }
+        if self.samples_per_s is not None:
+            work = self.samples_per_s * self.step_time_s
+            out["throughput_interval"] = {"samples_per_s": {"low": work / high, "high": work / low}}
+        if self.memory is not None:
+            out |= {
+                "fits": self.memory.fits,
+                "memory_per_gpu_bytes": self.memory.required_bytes,
+                "gpu_memory_bytes": self.memory.capacity_bytes,
+                "usable_memory_bytes": self.memory.usable_bytes,
+                "memory_headroom": round(self.memory.headroom, 4),
+                "memory": self.memory.need.to_dict(),
+            }
+        if self.breakdown is not None:
+            out["breakdown"] = self.breakdown.to_dict()
+        if self.inference is not None:
+            inf = self.inference
+            out |= {"latency_s": inf.latency_s, "prefill_s": inf.prefill_s}
+            out["decode_per_token_s"] = inf.decode_per_token_s
+            if inf.prefill_tokens_per_s is not None:
+                out["throughput"]["prefill_tokens_per_s"] = inf.prefill_tokens_per_s
+                out["throughput"]["decode_tokens_per_s"] = inf.decode_tokens_per_s
+        if self.time_to_train_s is not None and self.time_to_train_interval is not None:
+            out["time_to_train_s"] = self.time_to_train_s
+            out["time_to_train_interval"] = self.time_to_train_interval.to_dict()
+        out |= self.extra
+        return out
+
+
+def benchmark_workload(profile: StepProfile, knowledge: Knowledge) -> str | None:
     """The benchmarked workload this profile is, when its model and shape are one of them."""
-    workload = profile["workload"]
-    if workload["task"] == "inference":
+    if not profile.trains or profile.model_name is None:
         return None
-    # an image size the request left out is the model's own (the profile counted at it);
-    # token models have no default length: the profile requires seq_len
-    spec = profile["model"].get("spec") or {}
-    image_size = workload.get("image_size") or spec.get("image_size")
     for wid, record in knowledge.workloads.items():
         shape = record.profile
-        if shape is None or record.model != profile["model"].get("name"):
+        if shape is None or record.model != profile.model_name:
             continue
-        if shape.seq_len not in (None, workload.get("seq_len")):
+        if shape.seq_len not in (None, profile.seq_len):
             continue
-        if shape.image_size not in (None, image_size):
+        if shape.image_size not in (None, profile.image_size):
             continue
         return wid
     return None
 
 
-def _interval(value: float, q: float) -> dict[str, float]:
-    return {"low": value * math.exp(-q), "high": value * math.exp(q)}
+def estimate_many(
+    requests: Sequence[EstimateRequest], model: PerformanceModel, knowledge: Knowledge
+) -> list[Estimate]:
+    """The estimate of each request (the API asks for one; validation for thousands)."""
+    return [_one(r, model, knowledge) for r in requests]
 
 
-def _memory(profile: Mapping[str, Any], gpu: Gpu) -> dict[str, Any]:
-    need = float(profile["memory"]["total_bytes"])
-    have = gpu.memory_gb * 1e9
-    return {
-        "memory_per_gpu_bytes": need,
-        "gpu_memory_bytes": have,
-        "fits": need <= HEADROOM * have,
-        "memory_headroom": round(1 - need / have, 4),
-    }
+def estimate(request: EstimateRequest, model: PerformanceModel, knowledge: Knowledge) -> Estimate:
+    return estimate_many([request], model, knowledge)[0]
 
 
-def estimate(
-    profile: Mapping[str, Any],
-    gpu: Gpu,
-    count: int,
-    model: PerformanceModel,
-    knowledge: Knowledge,
-    ceiling: InputCeiling | None = None,
-    nvlink: bool | None = None,
-) -> dict[str, Any]:
-    """The estimate for ``count`` GPUs of ``gpu`` (batch per GPU as the profile's)."""
-    workload = profile["workload"]
-    precision = workload["precision"]
-    mode = math_mode(gpu, precision)  # raises UnsupportedPrecision
-    mix = OpMix.from_profile(profile)
+def _one(request: EstimateRequest, model: PerformanceModel, knowledge: Knowledge) -> Estimate:
+    profile, gpu = request.profile, request.gpu
+    mode = math_mode(gpu, profile.precision)  # raises UnsupportedPrecision
     assumptions = [
         f"math mode: {mode.name} ({mode.note})",
-        f"{gpu.id}: dense peaks {mode.tensor_flops / 1e12:.1f} TFLOPS (tensor), "
+        f"{gpu.id}: dense peaks {mode.tensor_flops / 1e12:.1f} TFLOPS (matmul), "
         f"{mode.vector_flops / 1e12:.1f} TFLOPS (vector), "
         f"{mode.bytes_per_s / 1e9:.0f} GB/s",
     ]
-    if workload["task"] == "inference":
-        result = _inference(profile, gpu, count, mix, model, assumptions)
-    else:
-        result = _training(profile, gpu, count, mix, model, knowledge, ceiling, nvlink, assumptions)
-    result.update(_memory(profile, gpu))
-    if not result["fits"]:
+    usable = usable_bandwidth(gpu, model.step_model.bytes_per_sm_cycle)
+    if usable < 0.999 * mode.bytes_per_s:
         assumptions.append(
-            f"does not fit: needs {result['memory_per_gpu_bytes'] / 1e9:.1f} GB per GPU of "
-            f"{gpu.memory_gb:g} GB (with {1 - HEADROOM:.0%} headroom); the time is what it "
+            f"memory-bound kernels use at most {usable / 1e9:.0f} GB/s of its "
+            f"{mode.bytes_per_s / 1e9:.0f} GB/s: its SMs keep no more requests in flight "
+            "than the fastest measured GPU's did (Little's law)"
+        )
+    fit = memory_fit(profile.memory, gpu)
+    if profile.trains:
+        result = _training(request, mode, model, knowledge, fit, assumptions)
+    else:
+        result = _inference(request, mode, model, fit, assumptions)
+    if not fit.fits:
+        assumptions.append(
+            f"does not fit: needs {fit.required_bytes / 2**30:.1f} GiB per GPU of the "
+            f"{fit.usable_bytes / 2**30:.1f} GiB usable on {gpu.id}; the time is what it "
             "would take if it did"
         )
-    result.update(
-        {
-            "gpu": gpu.id,
-            "count": count,
-            "precision": precision,
-            "math_mode": mode.name,
-            "profile_id": profile.get("profile_id"),
-            "assumptions": assumptions,
-        }
-    )
+    elif fit.headroom < COMFORT_HEADROOM:
+        assumptions.append(
+            f"fits with {fit.headroom:.0%} of the usable memory to spare: allocator "
+            "fragmentation or a longer sample can push it over"
+        )
     return result
-
-
-def _case(
-    profile: Mapping[str, Any], gpu: Gpu, mix: OpMix, model: PerformanceModel, known: str | None
-) -> tuple[Case, float, float]:
-    workload = profile["workload"]
-    precision = workload["precision"]
-    bench = BENCHMARK_PRECISION.get(precision)
-    ident = known if known is not None and bench is not None else None
-    case = make_case(mix, gpu, precision, float(workload["batch_size"]), ident)
-    if ident is not None:  # the benchmarks' name for the precision: their identity key
-        case = replace(case, precision=bench or precision)
-    log_eff = float(model.fitted.predict([case])[0])
-    return case, log_eff, model.fitted.quantile(case)
 
 
 def _training(
-    profile: Mapping[str, Any],
-    gpu: Gpu,
-    count: int,
-    mix: OpMix,
+    request: EstimateRequest,
+    mode: MathMode,
     model: PerformanceModel,
     knowledge: Knowledge,
-    ceiling: InputCeiling | None,
-    nvlink: bool | None,
+    fit: MemoryFit,
     assumptions: list[str],
-) -> dict[str, Any]:
-    known = benchmark_workload(profile, knowledge)
-    case, log_eff, q = _case(profile, gpu, mix, model, known)
-    efficiency = math.exp(-log_eff)
-    single = case.roof.total_s / efficiency
-    assumptions.append(
-        f"efficiency {efficiency:.2f} of the roofline, learned from the stored benchmarks "
-        + (
-            f"(this is the benchmarked workload {known})"
-            if model.fitted.is_known(case)
-            else "(a model the benchmarks did not measure: from its operator mix alone, so the "
-            "interval is wider)"
-        )
-    )
-    backward = roofline(mix, case.mode, phases=["backward"]).total_s / efficiency
-    link = scaling.link_for(knowledge, gpu, count, nvlink) if count > 1 else None
-    multi = scaling.data_parallel(
-        single, backward, float(profile["memory"]["gradients_bytes"]), count, link
-    )
+) -> Estimate:
+    profile, gpu, count = request.profile, request.gpu, request.count
+    known = request.workload or benchmark_workload(profile, knowledge)
+    if known is not None and known not in model.step_model.workloads:
+        known = None
+    parts = model.step_model.parts(profile, gpu, mode, known, request.suite)
+    single = parts.total_s
+    assumptions.append(_explain(parts, known, model))
+    backward = model.step_model.phase_gpu_s(profile, gpu, mode, known, ["backward"])
+    link = scaling.link_for(knowledge, gpu, count, request.nvlink) if count > 1 else None
+    multi = scaling.data_parallel(single, backward, profile.gradients_bytes, count, link)
     if link is not None:
         assumptions.append(f"data parallel over {link.name}: {link.why}")
     step = multi.step_s
-    samples = float(profile["samples_per_step"]) * count
-    tokens = float(profile["tokens_per_step"]) * count
-    bound = _bound(case, multi)
-    gpu_samples_per_s = samples / step
+    samples = profile.samples_per_step * count
+    tokens = profile.tokens_per_step * count
+    bound = "communication" if multi.bound == "communication" else parts.largest()
+    input_wait = 0.0
+    ceiling = request.ceiling
     if ceiling is not None:
         limit = ceiling.samples_per_s_per_gpu * count
+        gpu_rate = samples / step
         assumptions.append(
-            f"input ceiling {ceiling.samples_per_s_per_gpu:g} samples/s per GPU ({ceiling.source}"
-            f": {ceiling.note})"
+            f"input ceiling {ceiling.samples_per_s_per_gpu:g} samples/s per GPU "
+            f"({ceiling.source}: {ceiling.note})"
         )
-        if gpu_samples_per_s >= 0.999 * limit:  # at the ceiling (within 0.1%) or past it
+        if gpu_rate >= 0.999 * limit:  # at the ceiling (within 0.1%) or past it
             bound = "input"
-        if limit < gpu_samples_per_s:
+        if limit < gpu_rate:
+            input_wait = samples / limit - step
             step = samples / limit
             assumptions.append(
                 "the input pipeline binds: a faster GPU buys nothing until it is fixed "
-                f"(the GPUs could do {gpu_samples_per_s:.4g} samples/s)"
+                f"(the GPUs could do {gpu_rate:.4g} samples/s)"
             )
-    result: dict[str, Any] = {
-        "step_time_s": step,
-        "throughput": {"samples_per_s": samples / step, "tokens_per_s": tokens / step},
-        "bound": bound,
-        "interval": _interval(step, q),
-        "throughput_interval": {
-            "samples_per_s": _interval(samples / step, q),
-        },
-        "breakdown": {
-            "roofline_s": case.roof.total_s,
-            "tensor_s": case.roof.tensor_s,
-            "vector_s": case.roof.vector_s,
-            "memory_s": case.roof.memory_s,
-            "efficiency": efficiency,
-            "single_gpu_step_s": single,
-            "allreduce_s": multi.allreduce_s,
-            "exposed_communication_s": multi.exposed_s,
-            "sync_s": multi.sync_s,
-        },
-    }
-    dataset = profile.get("dataset") or {}
-    if dataset.get("steps"):
-        steps = float(dataset["steps"]) / count
-        result["time_to_train_s"] = steps * step
-        result["time_to_train_interval"] = _interval(steps * step, q)
-    return result
+    q = model.quantile(known)
+    ideal = resource_times(
+        profile.mix, mode, usable_bandwidth(gpu, model.step_model.bytes_per_sm_cycle)
+    )
+    ideal_s = ideal.tensor_s + ideal.cuda_core_s + ideal.vector_s + ideal.memory_s
+    g = parts.gpu
+    breakdown = StepBreakdown(
+        tensor_s=g.tensor_s,
+        cuda_core_s=g.cuda_core_s,
+        vector_s=g.vector_s,
+        memory_s=g.memory_s,
+        gpu_s=parts.gpu_s,
+        optimizer_s=parts.optimizer_s,
+        launch_s=parts.launch_s,
+        host_s=parts.host_s,
+        single_gpu_step_s=single,
+        efficiency=ideal_s / parts.gpu_s if parts.gpu_s > 0 else 1.0,
+        allreduce_s=multi.allreduce_s,
+        exposed_communication_s=multi.exposed_s,
+        sync_s=multi.sync_s,
+        input_wait_s=input_wait,
+    )
+    to_train = to_train_interval = None
+    if profile.dataset_steps:
+        to_train = profile.dataset_steps / count * step
+        to_train_interval = Interval.around(to_train, q)
+    return Estimate(
+        gpu_id=gpu.id,
+        count=count,
+        precision=profile.precision,
+        math_mode=mode.name,
+        step_time_s=step,
+        interval=Interval.around(step, q),
+        samples_per_s=samples / step,
+        tokens_per_s=tokens / step,
+        bound=bound,
+        memory=fit,
+        assumptions=tuple(assumptions),
+        breakdown=breakdown,
+        time_to_train_s=to_train,
+        time_to_train_interval=to_train_interval,
+        known_workload=known,
+        profile_id=profile.profile_id,
+    )
 
 
-def _bound(case: Case, multi: scaling.Scaling) -> str:
-    if multi.bound == "communication":
-        return "communication"
-    tensor, vector, memory = case.roof.shares()
-    return "memory_bandwidth" if memory > tensor + vector else "compute"
+def _explain(parts: StepParts, known: str | None, model: PerformanceModel) -> str:
+    fixed = parts.launch_s + parts.host_s
+    share = fixed / parts.total_s if parts.total_s else 0.0
+    source = (
+        f"fitted to the benchmarked workload {known}"
+        if known is not None
+        else "a model the benchmarks did not measure: efficiencies and host time fitted "
+        "across all benchmarked workloads, so the interval is wider"
+    )
+    return (
+        f"step = GPU {parts.gpu_s * 1e3:.4g} ms + kernel launches {parts.launch_s * 1e3:.4g} ms "
+        f"+ host {parts.host_s * 1e3:.4g} ms ({source}); {share:.0%} of it does not speed "
+        f"up with the GPU, so no GPU makes this step more than {1 / max(share, 1e-9):.3g}x "
+        "faster"
+        if share > 0
+        else f"step = GPU {parts.gpu_s * 1e3:.4g} ms ({source})"
+    )
 
 
 def _inference(
-    profile: Mapping[str, Any],
-    gpu: Gpu,
-    count: int,
-    mix: OpMix,
+    request: EstimateRequest,
+    mode: MathMode,
     model: PerformanceModel,
+    fit: MemoryFit,
     assumptions: list[str],
-) -> dict[str, Any]:
-    workload = profile["workload"]
-    batch = float(workload["batch_size"])
-    phases = {phase for phase, _ in mix.work}
-    mode = math_mode(gpu, workload["precision"])
-
-    def timed(names: list[str]) -> tuple[float, float, str]:
-        part = OpMix({k: v for k, v in mix.work.items() if k[0] in names}, mix.launches)
-        case = make_case(part, gpu, workload["precision"], batch, None)
-        log_eff = float(model.fitted.predict([case])[0])
-        tensor, vector, memory = case.roof.shares()
-        bound = "memory_bandwidth" if memory > tensor + vector else "compute"
-        return case.roof.total_s * math.exp(log_eff), model.fitted.quantile(case), bound
-
+) -> Estimate:
+    profile, gpu, count = request.profile, request.gpu, request.count
+    batch = profile.batch_size
+    phases = {phase for phase, _ in profile.mix.work}
     assumptions.append(
-        "inference: efficiencies learned from training benchmarks applied to each phase "
-        "(no stored PyTorch inference benchmark calibrates them); one replica per GPU"
+        "inference: efficiencies fitted on training benchmarks, applied to each phase (no "
+        "stored PyTorch inference benchmark calibrates them); one replica per GPU; each "
+        "pass pays its kernel launches"
     )
+
+    def timed(names: list[str]) -> StepParts:
+        return model.step_model.parts(profile, gpu, mode, None, request.suite, names)
+
+    q = model.quantile(None)
+    output = float(profile.output_tokens or 0)
     if "prefill" in phases:
-        prefill, q, prefill_bound = timed(["prefill"])
-        output = float(workload.get("output_tokens") or 0)
-        prompt = float(workload.get("prompt_tokens") or 0)
-        per_token, decode_bound = 0.0, prefill_bound
+        prefill = timed(["prefill"])
+        per_token: float | None = None
+        decode_bound = prefill.largest()
         if output and "decode-first" in phases:
-            first, _, decode_bound = timed(["decode-first"])
-            last, _, _ = timed(["decode-last"])
-            per_token = (first + last) / 2
-        latency = prefill + per_token * output
-        return {
-            "step_time_s": latency,
-            "latency_s": latency,
-            "prefill_s": prefill,
-            "decode_per_token_s": per_token or None,  # None: nothing generated
-            "throughput": {
-                "samples_per_s": batch * count / latency,
-                "tokens_per_s": batch * output * count / latency if output else 0.0,
-                "prefill_tokens_per_s": batch * prompt * count / prefill,
-                "decode_tokens_per_s": batch * count / per_token if per_token else None,
-            },
-            "bound": decode_bound if per_token * output > prefill else prefill_bound,
-            "interval": _interval(latency, q),
-        }
-    step, q, bound = timed(sorted(phases))
-    return {
-        "step_time_s": step,
-        "latency_s": step,
-        "throughput": {
-            "samples_per_s": batch * count / step,
-            "tokens_per_s": float(profile["tokens_per_step"]) * count / step,
-        },
-        "bound": bound,
-        "interval": _interval(step, q),
-        "math_mode": mode.name,
-    }
+            first, last = timed(["decode-first"]), timed(["decode-last"])
+            per_token = (first.total_s + last.total_s) / 2
+            decode_bound = first.largest()
+        latency = prefill.total_s + (per_token or 0.0) * output
+        prompt = float(profile.prompt_tokens or 0)
+        times = InferenceTimes(
+            latency_s=latency,
+            prefill_s=prefill.total_s,
+            decode_per_token_s=per_token,
+            prefill_tokens_per_s=batch * prompt * count / prefill.total_s,
+            decode_tokens_per_s=batch * count / per_token if per_token else None,
+        )
+        tokens = batch * output * count / latency if output else 0.0
+        bound = decode_bound if (per_token or 0.0) * output > prefill.total_s else prefill.largest()
+    else:
+        whole = timed(sorted(phases))
+        latency = whole.total_s
+        times = InferenceTimes(latency, None, None, None, None)
+        tokens = profile.tokens_per_step * count / latency
+        bound = whole.largest()
+    return Estimate(
+        gpu_id=gpu.id,
+        count=count,
+        precision=profile.precision,
+        math_mode=mode.name,
+        step_time_s=latency,
+        interval=Interval.around(latency, q),
+        samples_per_s=batch * count / latency,
+        tokens_per_s=tokens,
+        bound=bound,
+        memory=fit,
+        assumptions=tuple(assumptions),
+        inference=times,
+        profile_id=profile.profile_id,
+    )

@@ -1,16 +1,19 @@
-"""The performance model: benchmark observations, their cases, the fitted efficiencies.
+"""The performance model: benchmark observations, their steps, the fitted step model.
 
-Built from ``knowledge/`` (and the profiler, for the benchmark workloads' operator mixes)
-on first use, keyed by the knowledge version: a changed knowledge base is a new model, an
-unchanged one is reused. :func:`performance_model` memoises one per (version, cache dir).
+Built from ``knowledge/`` (and the benchmarked workloads' step profiles, shipped with the
+package: see :mod:`service.engine.observations`) by :func:`build`. Whoever builds one owns
+it (the estimate service of an app, a command, a test): nothing here is process-wide.
+:meth:`PerformanceModel.refit` makes the same model from a subset of the observations,
+which is how validation holds GPUs out.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 import time
-from dataclasses import dataclass, field
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +22,22 @@ import numpy as np
 from knowledge import Knowledge
 from profiles.catalog import Catalog
 from profiles.profile import PROFILER_VERSION
-from service.engine.efficiency import Case, Fitted, conformal_quantiles, fit, observation_case
+from service.engine import step_model
+from service.engine.estimate import InputCeiling
 from service.engine.observations import (
-    MixStore,
+    BenchmarkProfiles,
     Observation,
     Skipped,
     observations,
     read_json,
     write_json,
 )
+from service.engine.roofline import math_mode
+from service.engine.step_model import FitRow, StepModel
 
-MODEL_VERSION = "4"
+MODEL_VERSION = "5"
+COVERAGE = 0.8  # the interval's nominal coverage
+GENERAL = "general"  # the interval key of models the benchmarks did not measure
 
 
 @dataclass
@@ -37,46 +45,96 @@ class PerformanceModel:
     knowledge_version: str
     observations: list[Observation]
     skipped: list[Skipped]
-    cases: list[Case]  # of the single-GPU observations, in order
-    single: list[Observation]
-    targets: list[float]  # measured log(step / roofline) of each single-GPU case
-    fitted: Fitted
-    store: MixStore
+    single: list[Observation]  # the single-GPU observations, in order
+    rows: list[FitRow]  # their fitted steps, aligned with ``single``
+    step_model: StepModel
+    profiles: BenchmarkProfiles
     built_s: float
+    quantiles: dict[str, float] = field(default_factory=dict)  # interval log-quantiles
     ceilings: dict[str, dict[str, Any]] = field(default_factory=dict)  # see input_ceilings
 
+    def quantile(self, workload: str | None) -> float:
+        """|log error| at the nominal coverage, out of sample, for this kind of estimate."""
+        key = "known" if workload is not None else GENERAL
+        return self.quantiles.get(key, 0.5)
+
+    def ceiling(self, workload: str | None) -> InputCeiling | None:
+        """The input ceiling the stored benchmarks show for ``workload``, if any."""
+        found = self.ceilings.get(workload) if workload else None
+        if not found or not found["ceiling"]:
+            return None
+        return InputCeiling(found["ceiling"], "benchmarks", "; ".join(found["evidence"][:2]))
+
+    def refit(self, keep: Callable[[Observation], bool]) -> PerformanceModel:
+        """The model fitted on the single-GPU observations ``keep`` accepts only."""
+        chosen = [i for i, o in enumerate(self.single) if keep(o)]
+        rows = [self.rows[i] for i in chosen]
+        fitted = step_model.fit(rows)
+        return replace(
+            self,
+            single=[self.single[i] for i in chosen],
+            rows=rows,
+            step_model=fitted,
+            ceilings=input_ceilings([self.single[i] for i in chosen], rows, fitted),
+        )
+
     def summary(self) -> dict[str, Any]:
+        sm = self.step_model
         return {
             "knowledge_version": self.knowledge_version,
             "model_version": MODEL_VERSION,
             "observations": len(self.observations),
             "single_gpu_observations": len(self.single),
             "skipped_rows": len(self.skipped),
-            "interval_log_quantiles": self.fitted.quantiles,
+            "interval_log_quantiles": self.quantiles,
             "built_s": round(self.built_s, 2),
+            "bytes_per_sm_cycle": sm.bytes_per_sm_cycle,
+            "launch_us": round(sm.launch_s * 1e6, 3),
+            "general_host_ms": {k: round(v * 1e3, 3) for k, v in sm.general_host_s.items()},
+            "general_coefficients": vars_of(sm.general),
+            "workloads": {
+                w: {
+                    "coefficients": vars_of(f.coefficients),
+                    "host_ms": {f"{p} {s}": round(v * 1e3, 3) for (p, s), v in f.host_s.items()},
+                    "mobile_ms": round(f.mobile_s * 1e3, 3),
+                    "rows": f.rows,
+                }
+                for w, f in sm.workloads.items()
+            },
         }
 
 
-def single_gpu_cases(
-    knowledge: Knowledge, store: MixStore, found: list[Observation]
-) -> tuple[list[Observation], list[Case]]:
-    single = [o for o in found if o.count == 1]
-    cases = [
-        observation_case(
-            o, store.mix(knowledge.workloads[o.workload], o.precision, o.batch), knowledge
+def vars_of(coefficients: step_model.Coefficients) -> dict[str, float]:
+    return {name: round(getattr(coefficients, name), 4) for name in step_model.RESOURCES}
+
+
+def fit_rows(
+    knowledge: Knowledge, store: BenchmarkProfiles, single: Sequence[Observation]
+) -> list[FitRow]:
+    rows = []
+    for obs in single:
+        workload = knowledge.workloads[obs.workload]
+        gpu = knowledge.gpus[obs.gpu_id]
+        profile = store.step(workload, obs.precision, obs.batch)
+        rows.append(
+            FitRow(
+                obs.workload, obs.suite, profile, gpu, math_mode(gpu, profile.precision), obs.step_s
+            )
         )
-        for o in single
-    ]
-    return single, cases
+    return rows
 
 
 def build(knowledge: Knowledge, catalog: Catalog, cache_dir: Path) -> PerformanceModel:
+    """Fit the model on the stored benchmarks; the interval quantiles are computed once per
+    knowledge version and kept as JSON in ``cache_dir``."""
     started = time.perf_counter()
-    store = MixStore(cache_dir / "mixes", catalog)
+    store = BenchmarkProfiles(cache_dir / "steps", catalog)
     found, skipped = observations(knowledge, store)
-    single, cases = single_gpu_cases(knowledge, store, found)
-    targets = [math.log(o.step_s / c.roof.total_s) for o, c in zip(single, cases, strict=True)]
-    fitted = fit(cases, targets)
+    single = [o for o in found if o.count == 1]
+    rows = fit_rows(knowledge, store, single)
+    fitted = step_model.fit(rows)
+    model = PerformanceModel(knowledge.version, found, skipped, single, rows, fitted, store, 0.0)
+    model.ceilings = input_ceilings(single, rows, fitted)
     key = f"{knowledge.version}-{PROFILER_VERSION}-{MODEL_VERSION}"
     path = cache_dir / f"intervals-{key}.json"
     cached = read_json(path)
@@ -85,68 +143,73 @@ def build(knowledge: Knowledge, catalog: Catalog, cache_dir: Path) -> Performanc
         and cached.get("key") == key
         and isinstance(cached.get("quantiles"), dict)
     ):
-        fitted.quantiles = {k: float(v) for k, v in cached["quantiles"].items()}
+        model.quantiles = {k: float(v) for k, v in cached["quantiles"].items()}
     else:
-        fitted.quantiles = conformal_quantiles(cases, np.asarray(targets))
-        write_json(path, {"key": key, "quantiles": fitted.quantiles})
-    model = PerformanceModel(
-        knowledge.version,
-        found,
-        skipped,
-        cases,
-        single,
-        targets,
-        fitted,
-        store,
-        time.perf_counter() - started,
-    )
-    model.ceilings = input_ceilings(model)
+        model.quantiles = conformal_quantiles(model)
+        write_json(path, {"key": key, "quantiles": model.quantiles})
+    model.built_s = time.perf_counter() - started
     return model
 
 
-_LOCK = threading.Lock()
-_MODELS: dict[tuple[str, str], PerformanceModel] = {}
+def held_out_errors(
+    model: PerformanceModel, group: Callable[[Observation], str], general: bool = False
+) -> list[float]:
+    """log(measured / predicted) of each single-GPU row, predicted by a model fitted
+    without its group (``general``: as a model the benchmarks never measured)."""
+    labels = [group(o) for o in model.single]
+    errors = [0.0] * len(labels)
+    for label in sorted(set(labels)):
+        fold = model.refit(without(group, label))
+        for i, (obs, row) in enumerate(zip(model.single, model.rows, strict=True)):
+            if labels[i] != label:
+                continue
+            known = None if general else obs.workload
+            parts = fold.step_model.parts(row.profile, row.gpu, row.mode, known, row.suite)
+            errors[i] = math.log(row.step_s / parts.total_s)
+    return errors
 
 
-def built_model(knowledge: Knowledge, cache_dir: Path) -> PerformanceModel | None:
-    """The model for this knowledge version if this process has built it (never blocks)."""
-    return _MODELS.get((knowledge.version, str(cache_dir)))
+def without(group: Callable[[Observation], str], label: str) -> Callable[[Observation], bool]:
+    return lambda o: group(o) != label
 
 
-def performance_model(knowledge: Knowledge, catalog: Catalog, cache_dir: Path) -> PerformanceModel:
-    """The model for this knowledge version, built once per process (thread-safe)."""
-    key = (knowledge.version, str(cache_dir))
-    with _LOCK:
-        model = _MODELS.get(key)
-        if model is None:
-            model = build(knowledge, catalog, cache_dir)
-            _MODELS.clear()  # only the current knowledge's model is worth keeping
-            _MODELS[key] = model
-        return model
+def conformal_quantiles(model: PerformanceModel) -> dict[str, float]:
+    """|log error| quantiles out of sample: GPUs held out (benchmarked workloads), whole
+    workloads held out and predicted as unknown models (everything else)."""
+    known = held_out_errors(model, lambda o: o.gpu_id)
+    other = held_out_errors(model, lambda o: o.workload, general=True)
+    return {
+        "known": float(np.quantile(np.abs(known), COVERAGE)),
+        GENERAL: float(np.quantile(np.abs(other), COVERAGE)),
+    }
 
 
-def input_ceilings(model: PerformanceModel) -> dict[str, dict[str, Any]]:
+def input_ceilings(
+    single: Sequence[Observation], rows: Sequence[FitRow], fitted: StepModel
+) -> dict[str, dict[str, Any]]:
     """Per workload: what the stored hosts' input pipelines are known to deliver.
 
     A host input ceiling binds alike at every precision, so it shows where a GPU measures
-    the same samples/s in fp16 and fp32 although its roofline for fp16 is much faster
+    the same samples/s in fp16 and fp32 although the step model's fp16 step is much faster
     (30%+), at about the same throughput on every GPU that shows it (within 25%): the
     ceiling is then the highest of those. Where no GPU shows it, the pipeline fed the
     fastest GPU measured, so the ceiling is at least that: ``delivered`` is the highest
     per-GPU samples/s on record, ``ceiling`` is None.
     """
     per: dict[tuple[str, str, str], dict[str, tuple[float, float]]] = {}
-    for obs, case in zip(model.single, model.cases, strict=True):
+    for obs, row in zip(single, rows, strict=True):
         key = (obs.suite, obs.workload, obs.gpu_id)
-        speed = obs.batch / case.roof.total_s
+        parts = fitted.parts(row.profile, row.gpu, row.mode, obs.workload, obs.suite)
+        speed = obs.batch / parts.total_s
         best = per.setdefault(key, {})
         if obs.precision not in best or obs.samples_per_s > best[obs.precision][1]:
             best[obs.precision] = (speed, obs.samples_per_s)
     found: dict[str, dict[str, Any]] = {}
+    at: dict[str, list[float]] = defaultdict(list)
     for (suite, workload, gpu), best in sorted(per.items()):
         entry = found.setdefault(
             workload,
-            {"delivered_samples_per_s_per_gpu": 0.0, "ceiling": None, "evidence": [], "at": []},
+            {"delivered_samples_per_s_per_gpu": 0.0, "ceiling": None, "evidence": []},
         )
         top = max(m for _, m in best.values())
         entry["delivered_samples_per_s_per_gpu"] = max(
@@ -155,15 +218,15 @@ def input_ceilings(model: PerformanceModel) -> dict[str, dict[str, Any]]:
         if "fp16" in best and "fp32" in best:
             (s16, m16), (s32, m32) = best["fp16"], best["fp32"]
             if s16 >= 1.3 * s32 and abs(m16 / m32 - 1) <= 0.05:
-                entry["at"].append(max(m16, m32))
+                at[workload].append(max(m16, m32))
                 entry["evidence"].append(
                     f"{suite} {gpu}: fp16 {m16:.4g} and fp32 {m32:.4g} samples/s although "
-                    f"its fp16 roofline is {s16 / s32:.2f}x faster"
+                    f"its fp16 step is modelled {s16 / s32:.2f}x faster"
                 )
-    for entry in found.values():
-        at = entry.pop("at")
+    for workload, entry in found.items():
+        values = at.get(workload, [])
         # a host ceiling is the same on every GPU; where the precision-blind throughputs
         # differ by more than 25% between GPUs, something on the GPU binds (not the input)
-        if len(at) >= 2 and min(at) >= 0.75 * max(at):
-            entry["ceiling"] = max(at)
+        if len(values) >= 2 and min(values) >= 0.75 * max(values):
+            entry["ceiling"] = max(values)
     return found

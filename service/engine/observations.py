@@ -1,10 +1,15 @@
-"""The stored training-throughput benchmarks as observations the estimates learn from.
+"""The stored training-throughput benchmarks as observations, and the profiles of their steps.
 
 One observation is one (suite, workload, GPU, precision, GPU count, batch per GPU), the
 median of the rows that measured it (Lambda's v2 per-host rows join the v2 suite: the same
-containers, one row per machine). Each carries the operator mix the profiler counts for
-its step, built from profiles at batch 1 and 2 (FLOPs and bytes are linear in the batch),
-which are cached on disk as JSON keyed by the profiler version and the workload's shape.
+containers, one row per machine). Its step is the benchmarked workload's profile at that
+batch, made from the profiles at batch 1 and 2 (:meth:`StepProfile.between`).
+
+Those profiles (two batches, two precisions, each benchmarked workload) ship with the
+package as derived data (``data/benchmark_profiles.json``, written by ``rightsize
+benchmark-profiles``), so a first start profiles nothing; an entry whose key no longer
+matches (the profiler or a model changed) is profiled again and kept as JSON in the model
+cache. Nothing is unpickled.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import statistics
 import tempfile
 from collections import defaultdict
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +31,7 @@ from profiles.catalog import Catalog
 from profiles.description import resolve
 from profiles.profile import PROFILER_VERSION, profile
 from profiles.workload import WorkloadSchema
-from service.engine.roofline import OpMix
+from service.engine.step_profile import StepProfile
 
 SUITES = {  # stored suite -> the suite it is fitted as (v2's per-host rows join v2)
     "lambda-v0": "lambda-v0",
@@ -33,7 +39,7 @@ SUITES = {  # stored suite -> the suite it is fitted as (v2's per-host rows join
     "lambda-v2": "lambda-v2",
     "lambda-v2-host": "lambda-v2",
 }
-GENERATION = {"lambda-v0": 0, "lambda-v1": 1, "lambda-v2": 2}
+SHIPPED = "benchmark_profiles.json"
 
 
 @dataclass(frozen=True)
@@ -59,72 +65,111 @@ class Observation:
         return self.batch * self.count / self.samples_per_s
 
 
-def _profile_precision(precision: str) -> str:
+def profile_precision(precision: str) -> str:
+    """The profile's precision for a benchmark's: fp16 = mixed precision, else fp32."""
     return "fp16" if precision == "fp16" else "fp32"
 
 
-class MixStore:
-    """Operator mixes of the benchmark workloads at batch 1 and 2, cached as JSON files."""
+def profile_request(workload: Workload, precision: str, batch: int) -> dict[str, Any]:
+    """The workload request that profiles one step of a benchmarked workload."""
+    shape = workload.profile
+    assert shape is not None
+    request: dict[str, Any] = {
+        "task": "training",
+        "batch_size": batch,
+        "precision": profile_precision(precision),
+        "optimizer": shape.optimizer,
+    }
+    if shape.seq_len is not None:
+        request["seq_len"] = shape.seq_len
+    if shape.image_size is not None:
+        request["image_size"] = shape.image_size
+    return request
 
-    def __init__(self, directory: Path, catalog: Catalog, time_limit_s: float = 300.0) -> None:
-        self.directory = directory
+
+def entry_key(workload: Workload, request: dict[str, Any], catalog: Catalog) -> str:
+    """What an entry depends on: the profiler version, the request and the model as the
+    catalog describes it (a changed description is a new key)."""
+    description = catalog.entries.get(workload.model)
+    text = json.dumps(
+        {
+            "model": workload.model,
+            "description": getattr(description, "description", None),
+            "request": request,
+            "profiler": PROFILER_VERSION,
+        },
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def compute_entry(workload: Workload, precision: str, batch: int, catalog: Catalog) -> dict:
+    """Profile one step of ``workload`` (what the shipped file holds for it)."""
+    request = profile_request(workload, precision, batch)
+    result = profile(
+        resolve({"name": workload.model}, catalog), WorkloadSchema().load(request), 300.0
+    ).to_dict()
+    step = StepProfile.from_profile(result)
+    return {
+        "key": entry_key(workload, request, catalog),
+        "workload": workload.id,
+        "request": request,
+        "step": step.to_dict(),
+        "backward_flops": result["flops"]["backward"],
+    }
+
+
+def shipped_entries() -> dict[str, dict[str, Any]]:
+    """The packaged entries, by key (empty if the file is missing or unreadable)."""
+    try:
+        text = resources.files("service.engine").joinpath("data", SHIPPED).read_text()
+        data = json.loads(text)
+    except (OSError, ValueError):
+        return {}
+    return {e["key"]: e for e in data.get("entries", []) if isinstance(e, dict) and "key" in e}
+
+
+class BenchmarkProfiles:
+    """Profiles of the benchmarked workloads' steps: shipped, else cached, else counted."""
+
+    def __init__(self, cache_dir: Path, catalog: Catalog) -> None:
+        self.cache_dir = cache_dir
         self.catalog = catalog
-        self.time_limit_s = time_limit_s
+        self._shipped = shipped_entries()
         self._memo: dict[str, dict[str, Any]] = {}
-
-    def _request(self, workload: Workload, precision: str, batch: int) -> dict[str, Any]:
-        shape = workload.profile
-        assert shape is not None
-        request: dict[str, Any] = {
-            "task": "training",
-            "batch_size": batch,
-            "precision": _profile_precision(precision),
-            "optimizer": shape.optimizer,
-        }
-        if shape.seq_len is not None:
-            request["seq_len"] = shape.seq_len
-        if shape.image_size is not None:
-            request["image_size"] = shape.image_size
-        return request
-
-    def _key(self, workload: Workload, request: dict[str, Any]) -> str:
-        text = json.dumps(
-            {"model": workload.model, "request": request, "profiler": PROFILER_VERSION},
-            sort_keys=True,
-        )
-        return hashlib.sha256(text.encode()).hexdigest()[:20]
+        self.profiled = 0  # entries counted by the profiler in this process
 
     def entry(self, workload: Workload, precision: str, batch: int) -> dict[str, Any]:
-        """The mix and the tokens per sample of one profile (counted once, then read)."""
-        request = self._request(workload, precision, batch)
-        key = self._key(workload, request)
-        if key in self._memo:
-            return self._memo[key]
-        path = self.directory / f"mix-{key}.json"
-        found = read_json(path)
-        if found is None or found.get("key") != key:
-            result = profile(
-                resolve({"name": workload.model}, self.catalog),
-                WorkloadSchema().load(request),
-                self.time_limit_s,
-            ).to_dict()
-            found = {
-                "key": key,
-                "workload": workload.id,
-                "request": request,
-                "mix": OpMix.from_profile(result).to_dict(),
-                "tokens_per_sample": result["tokens_per_step"] / result["samples_per_step"],
-                "gradient_bytes": result["memory"]["gradients_bytes"],
-                "backward_flops": result["flops"]["backward"],
-            }
-            write_json(path, found)
+        request = profile_request(workload, precision, batch)
+        key = entry_key(workload, request, self.catalog)
+        found = self._memo.get(key) or self._shipped.get(key)
+        path = self.cache_dir / f"step-{key}.json"
+        if found is None:
+            found = read_json(path)
+            if found is None or found.get("key") != key:
+                found = compute_entry(workload, precision, batch, self.catalog)
+                self.profiled += 1
+                write_json(path, found)
         self._memo[key] = found
         return found
 
-    def mix(self, workload: Workload, precision: str, batch: float) -> OpMix:
-        one = OpMix.from_dict(self.entry(workload, precision, 1)["mix"])
-        two = OpMix.from_dict(self.entry(workload, precision, 2)["mix"])
-        return OpMix.between(one, two, batch)
+    def step(self, workload: Workload, precision: str, batch: float) -> StepProfile:
+        """The step of ``workload`` at ``batch`` per GPU and the benchmark's ``precision``."""
+        one = StepProfile.from_dict(self.entry(workload, precision, 1)["step"])
+        two = StepProfile.from_dict(self.entry(workload, precision, 2)["step"])
+        return StepProfile.between(one, two, batch)
+
+    def backward_share(self, workload: Workload, precision: str) -> float:
+        """Backward FLOPs over all FLOPs of one step (the window DDP overlaps within)."""
+        entry = self.entry(workload, precision, 1)
+        step = StepProfile.from_dict(entry["step"])
+        total = sum(f for f, _ in step.mix.work.values())
+        return float(entry["backward_flops"] or 0.0) / total if total else 0.0
+
+    def tokens_per_sample(self, workload: Workload, precision: str) -> float:
+        step = StepProfile.from_dict(self.entry(workload, precision, 1)["step"])
+        return step.tokens_per_step / step.samples_per_step
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
@@ -144,11 +189,11 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def items_per_sample(workload: Workload, store: MixStore, precision: str) -> float:
+def items_per_sample(workload: Workload, store: BenchmarkProfiles, precision: str) -> float:
     shape = workload.profile
     assert shape is not None
     if shape.items_per_sample == "tokens":
-        return float(store.entry(workload, precision, 1)["tokens_per_sample"])
+        return store.tokens_per_sample(workload, precision)
     return float(shape.items_per_sample)
 
 
@@ -158,19 +203,25 @@ class Skipped:
     reason: str
 
 
-def observations(knowledge: Knowledge, store: MixStore) -> tuple[list[Observation], list[Skipped]]:
+def lambda_rows(knowledge: Knowledge) -> list[Benchmark]:
+    return [
+        b for b in knowledge.benchmarks if b.kind == "training-throughput" and b.suite in SUITES
+    ]
+
+
+def observations(
+    knowledge: Knowledge, store: BenchmarkProfiles
+) -> tuple[list[Observation], list[Skipped]]:
     """Every Lambda training-throughput measurement, grouped; and what could not be used."""
     groups: dict[tuple[Any, ...], list[Benchmark]] = defaultdict(list)
     skipped: list[Skipped] = []
     v2_batches: dict[tuple[str, str, str, int], float] = {}
-    lambda_rows = [
-        b for b in knowledge.benchmarks if b.kind == "training-throughput" and b.suite in SUITES
-    ]
-    for row in lambda_rows:
+    rows = lambda_rows(knowledge)
+    for row in rows:
         if row.suite == "lambda-v2" and row.batch_size_per_gpu:
             key = (row.workload, row.gpu_id or "", row.precision or "", row.gpu_count)
             v2_batches[key] = row.batch_size_per_gpu
-    for row in lambda_rows:
+    for row in rows:
         workload = knowledge.workloads.get(row.workload)
         label = f"{row.suite} {row.workload} {row.gpu} x{row.gpu_count} {row.precision}"
         if workload is None or workload.profile is None:
@@ -190,7 +241,7 @@ def observations(knowledge: Knowledge, store: MixStore) -> tuple[list[Observatio
         group = (suite, row.workload, row.gpu_id, row.precision, row.gpu_count, batch, nvlink)
         groups[group].append(row)
     found = []
-    for (suite, wid, gid, precision, count, batch, nvlink), rows in sorted(
+    for (suite, wid, gid, precision, count, batch, nvlink), members in sorted(
         groups.items(), key=lambda kv: str(kv[0])
     ):
         workload = knowledge.workloads[wid]
@@ -202,9 +253,9 @@ def observations(knowledge: Knowledge, store: MixStore) -> tuple[list[Observatio
                 precision=precision,
                 count=count,
                 batch=float(batch),
-                throughput=statistics.median(r.value for r in rows),
+                throughput=statistics.median(r.value for r in members),
                 items_per_sample=items_per_sample(workload, store, precision),
-                rows=len(rows),
+                rows=len(members),
                 nvlink=nvlink,
             )
         )

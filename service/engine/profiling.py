@@ -15,7 +15,7 @@ from profiles.catalog import Catalog
 from profiles.description import ResolvedModel, resolve
 from profiles.profile import profile, profile_id
 from profiles.workload import Workload
-from service.cache import Cache
+from service.engine.ports import KeyValueStore
 
 PREFIX = "profile:"
 
@@ -23,7 +23,7 @@ PREFIX = "profile:"
 @dataclass
 class ProfileService:
     catalog: Catalog
-    cache: Cache
+    cache: KeyValueStore
     ttl_s: int
     time_limit_s: float
 

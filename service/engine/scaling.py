@@ -16,7 +16,6 @@ and :func:`validate_scaling` reports how well that does.
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 import statistics
@@ -27,8 +26,7 @@ from typing import Any
 
 from knowledge import Knowledge
 from knowledge.records import Benchmark, Gpu, Workload
-from service.engine.observations import MixStore
-from service.engine.roofline import OpMix
+from service.engine.observations import BenchmarkProfiles
 
 GPUS_PER_NODE = 8  # above this the GPUs sit in several servers joined by the network
 DEFAULT_NETWORK = "infiniband-ndr"  # one 400G port per GPU, as DGX/HGX H100 nodes
@@ -200,31 +198,6 @@ def data_parallel(
     )
 
 
-@functools.lru_cache(maxsize=256)
-def replica_costs(
-    model: str, task: str, precision: str, optimizer: str, seq_len: int | None, image: int | None
-) -> tuple[float, float, float]:
-    """(gradient bytes, backward share of step FLOPs, tokens per sample) from the profiler.
-
-    Profiled once at batch 1 (gradient bytes do not depend on the batch) and memoised.
-    """
-    from profiles.catalog import Catalog
-    from profiles.description import resolve
-    from profiles.profile import profile
-    from profiles.workload import WorkloadSchema
-
-    shape: dict[str, Any] = {"task": task, "batch_size": 1, "precision": precision}
-    shape |= {"optimizer": optimizer}
-    if seq_len:
-        shape["seq_len"] = seq_len
-    if image:
-        shape["image_size"] = image
-    p = profile(resolve({"name": model}, Catalog.load()), WorkloadSchema().load(shape), 120)
-    total = p.flops["total"] or 0.0
-    share = (p.flops["backward"] or 0.0) / total if total else 0.0
-    return p.memory.gradients_bytes, share, float(p.tokens_per_step)
-
-
 @dataclass(frozen=True, slots=True)
 class Case:
     """One multi-GPU benchmark row with the 1-GPU row it is predicted from."""
@@ -267,24 +240,21 @@ def _reference(row: Benchmark, singles: Sequence[Benchmark]) -> Benchmark:
     return tied[len(tied) // 2]
 
 
-def _stored_costs(
-    store: MixStore, workload: Workload, precision: str
+def _replica_costs(
+    store: BenchmarkProfiles, workload: Workload, precision: str
 ) -> tuple[float, float, float]:
-    """:func:`replica_costs` from the performance model's cached batch-1 profile."""
-    entry = store.entry(workload, precision, 1)
-    total = sum(f for f, _ in OpMix.from_dict(entry["mix"]).work.values())
-    share = float(entry["backward_flops"] or 0.0) / total if total else 0.0
-    return float(entry["gradient_bytes"]), share, float(entry["tokens_per_sample"])
+    """(gradient bytes, backward share of step FLOPs, tokens per sample) of a workload,
+    from its benchmark profile (gradient bytes do not depend on the batch)."""
+    step = store.step(workload, precision, 1)
+    share = store.backward_share(workload, precision)
+    return step.gradients_bytes, share, step.tokens_per_step / step.samples_per_step
 
 
 def cases(
-    knowledge: Knowledge, store: MixStore | None = None
+    knowledge: Knowledge, store: BenchmarkProfiles
 ) -> tuple[list[Case], list[tuple[Benchmark, str]]]:
-    """Every Lambda multi-GPU row as a :class:`Case`, and the rows left out with why.
-
-    ``store``: take the replicas' costs from the performance model's cached profiles
-    instead of profiling each workload again.
-    """
+    """Every Lambda multi-GPU row as a :class:`Case`, and the rows left out with why; the
+    replicas' costs come from the benchmarked workloads' profiles in ``store``."""
     rows = [
         b for b in knowledge.benchmarks if b.kind == "training-throughput" and b.gpu_id is not None
     ]
@@ -308,13 +278,7 @@ def cases(
             continue
         ref = _reference(b, group)
         w = knowledge.workloads[b.workload]
-        if store is not None:
-            grad, share, tokens = _stored_costs(store, w, b.precision or "fp32")
-        else:
-            grad, share, tokens = replica_costs(
-                w.model, w.task, "fp16" if b.precision == "fp16" else "fp32",
-                shape.optimizer, shape.seq_len, shape.image_size,
-            )  # fmt: skip
+        grad, share, tokens = _replica_costs(store, w, b.precision or "fp32")
         items = tokens if shape.items_per_sample == "tokens" else float(shape.items_per_sample)
         batch = b.batch_size_per_gpu or ref.batch_size_per_gpu or 1.0
         ref_batch = ref.batch_size_per_gpu or batch
@@ -330,9 +294,7 @@ def _log_errors(params: Params, data: Iterable[Case]) -> list[float]:
     return [math.log(c.predict(params)[0] / c.row.value) for c in data]
 
 
-def fit(
-    knowledge: Knowledge, data: Sequence[Case] | None = None, start: Params = DEFAULT
-) -> Params:
+def fit(knowledge: Knowledge, data: Sequence[Case], start: Params = DEFAULT) -> Params:
     """Least absolute log error of n-GPU throughput over the multi-GPU rows.
 
     Superlinear rows are left out (no overhead model can make n GPUs faster than n
@@ -340,7 +302,7 @@ def fit(
     """
     from scipy.optimize import least_squares
 
-    pool = [c for c in (data if data is not None else cases(knowledge)[0]) if not c.superlinear]
+    pool = [c for c in data if not c.superlinear]
 
     def loss(p: Params) -> float:
         return sum(abs(e) for e in _log_errors(p, pool))
@@ -379,7 +341,7 @@ def _ape(rows: Sequence[dict[str, Any]]) -> dict[str, float | int | None]:
 
 
 def validate_scaling(
-    knowledge: Knowledge, params: Params = DEFAULT, store: MixStore | None = None
+    knowledge: Knowledge, store: BenchmarkProfiles, params: Params = DEFAULT
 ) -> dict[str, Any]:
     """Per-row predictions and their absolute percentage errors, grouped.
 

@@ -18,7 +18,8 @@ from knowledge import Knowledge
 from knowledge.records import Gpu
 from profiles.trace.read import analysis_dict, read_trace
 from profiles.trace.stream import Limits
-from service.cache import Cache
+from service.engine.errors import UnknownReference
+from service.engine.ports import KeyValueStore
 from service.engine.projection import advice, mixed_tensor_rate, project
 
 PREFIX = "trace:"
@@ -33,10 +34,6 @@ class TraceOptions:
     precision: str | None = None
     batch_size: int | None = None
     profile_id: str | None = None  # a profile of the traced model (POST /v1/profiles)
-
-
-class UnknownReference(ValueError):
-    """Projection needs a reference GPU the catalog knows."""
 
 
 class _Hashing(io.RawIOBase):
@@ -56,7 +53,7 @@ class _Hashing(io.RawIOBase):
 @dataclass
 class TraceService:
     knowledge: Knowledge
-    cache: Cache
+    cache: KeyValueStore
     ttl_s: int
     limits: Limits
     profiles: Any = None  # the ProfileService, to match an attached profile
@@ -138,7 +135,12 @@ class TraceService:
             raise UnknownReference("no GPU activity in the trace to project")
         ref = self.reference(record, reference_gpu)
         if ref is None:
-            raise UnknownReference(analysis.get("device_name") or "(none)")
+            name = analysis.get("device_name")
+            raise UnknownReference(
+                f"the reference GPU '{name}' is not in the catalog"
+                if name
+                else "the trace names no GPU"
+            )
         sixteen = "bf16" if record["options"].get("precision") == "bf16" else "fp16"
         targets = [self.knowledge.gpu(g) for g in gpu_ids]
         return {
@@ -158,7 +160,7 @@ class TraceService:
 
 
 def ingest(
-    raw: IO[bytes], options: TraceOptions, cache: Cache, ttl_s: int, limits: Limits
+    raw: IO[bytes], options: TraceOptions, cache: KeyValueStore, ttl_s: int, limits: Limits
 ) -> dict[str, Any]:
     """Read, analyse and store one trace (in a request or in a background job)."""
     started = time.monotonic()

@@ -1,38 +1,42 @@
 """Estimates on request: from a model and workload, a stored profile or a stored trace.
 
-The performance model is built on first use per knowledge version (see
-:mod:`service.engine.model`); the validation report is made by ``rightsize validate`` and
-kept as JSON beside the model's cache, keyed by the knowledge version.
+:class:`EstimateService` owns its performance model: it builds it once (in the background
+as a server starts, or on the first estimate), keeps it for its knowledge version, and
+answers through :func:`service.engine.estimate.estimate`. The validation report is made
+by ``rightsize validate`` and kept as JSON beside the model's cache, keyed by the
+knowledge version.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from knowledge import Knowledge
 from knowledge.records import Gpu
 from profiles.catalog import Catalog
-from service.engine.estimate import InputCeiling, benchmark_workload, estimate
-from service.engine.model import MODEL_VERSION, PerformanceModel, built_model, performance_model
+from service.engine.errors import InvalidRequest, ModelUnavailable, NotFound
+from service.engine.estimate import (
+    Estimate,
+    EstimateRequest,
+    InputCeiling,
+    Interval,
+    benchmark_workload,
+    estimate,
+)
+from service.engine.model import MODEL_VERSION, PerformanceModel, build
 from service.engine.observations import read_json, write_json
 from service.engine.profiling import ProfileService
 from service.engine.projection import resource
+from service.engine.step_profile import StepProfile
 from service.engine.traces import TraceService
-from service.errors import NotFound
 
 log = logging.getLogger(__name__)
-
-
-class EstimateInputError(ValueError):
-    """A request the estimate cannot answer as asked (422, naming the field)."""
-
-    def __init__(self, field: str, message: str) -> None:
-        self.field = field
-        super().__init__(message)
+LATEST_REPORT = "validation-latest.json"
+TRACE_INTERVAL = 0.15  # a projected trace: +-15% (the same kernels, scaled by resource)
 
 
 @dataclass
@@ -42,11 +46,23 @@ class EstimateService:
     profiles: ProfileService
     traces: TraceService
     model_dir: Path
+    _model: PerformanceModel | None = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _warming: threading.Thread | None = field(default=None, init=False, repr=False)
     _failure: str | None = field(default=None, init=False, repr=False)
 
     def model(self) -> PerformanceModel:
-        return performance_model(self.knowledge, self.catalog, self.model_dir)
+        """The model for this knowledge version, built on first use (one build, however
+        many threads ask; they wait for it)."""
+        with self._lock:
+            if self._model is None:
+                self._model = build(self.knowledge, self.catalog, self.model_dir)
+                self._failure = None
+            return self._model
+
+    def built(self) -> PerformanceModel | None:
+        """The model if it has been built (never blocks)."""
+        return self._model
 
     def warm(self) -> threading.Thread:
         """Build the model in the background (at start-up), so that the first estimate
@@ -73,7 +89,7 @@ class EstimateService:
 
     def status(self) -> dict[str, Any]:
         """ready, building, failed or not-built (built on the first estimate)."""
-        model = built_model(self.knowledge, self.model_dir)
+        model = self._model
         out: dict[str, Any] = {
             "model_version": MODEL_VERSION,
             "knowledge_version": self.knowledge.version,
@@ -86,8 +102,16 @@ class EstimateService:
             return {**out, "state": "failed", "detail": self._failure}
         return {**out, "state": "not-built"}
 
-    def _ceiling(
-        self, requested: float | None, profile: dict[str, Any], model: PerformanceModel
+    def _built_model(self) -> PerformanceModel:
+        try:
+            return self.model()
+        except Exception as exc:
+            self._failure = f"{type(exc).__name__}: {exc}"
+            log.exception("building the performance model failed")
+            raise ModelUnavailable(f"the performance model could not be built: {exc}") from exc
+
+    def ceiling(
+        self, requested: float | None, profile: StepProfile, model: PerformanceModel
     ) -> tuple[InputCeiling | None, str | None]:
         """The input ceiling that applies, and a note on what the stored hosts delivered."""
         if requested is not None:
@@ -98,10 +122,10 @@ class EstimateService:
                 "no input ceiling known for this model: give input_samples_per_s (samples/s "
                 "per GPU your data pipeline delivers) or a trace to bound by it"
             )
+        known = model.ceiling(workload)
+        if known is not None:
+            return known, None
         found = model.ceilings.get(workload)
-        if found and found["ceiling"]:
-            note = "; ".join(found["evidence"][:2])
-            return InputCeiling(found["ceiling"], "benchmarks", note), None
         delivered = found["delivered_samples_per_s_per_gpu"] if found else None
         return None, (
             f"the stored benchmark hosts fed {workload} at up to {delivered:.4g} samples/s per "
@@ -112,49 +136,53 @@ class EstimateService:
 
     def from_profile(
         self,
-        profile: dict[str, Any],
+        profile: StepProfile,
         gpu: Gpu,
         count: int,
         input_samples_per_s: float | None = None,
         nvlink: bool | None = None,
-    ) -> dict[str, Any]:
-        model = self.model()
+    ) -> Estimate:
+        model = self._built_model()
         ceiling, note = (None, None)
-        if profile["workload"]["task"] != "inference":
-            ceiling, note = self._ceiling(input_samples_per_s, profile, model)
-        result = estimate(profile, gpu, count, model, self.knowledge, ceiling, nvlink)
+        if profile.trains:
+            ceiling, note = self.ceiling(input_samples_per_s, profile, model)
+        result = estimate(
+            EstimateRequest(profile, gpu, count, nvlink, ceiling), model, self.knowledge
+        )
         if note:
-            result["assumptions"].append(note)
-        result["knowledge_version"] = self.knowledge.version
+            return _with_assumption(result, note)
         return result
 
-    def request(self, body: dict[str, Any]) -> dict[str, Any]:
+    def request(self, body: dict[str, Any]) -> Estimate:
+        """An estimate for the API's request body (validated by its schema)."""
         gpu = self.knowledge.gpu(body["gpu"])
         count = body.get("count", 1)
         if body.get("trace_id"):
-            return self.from_trace(body["trace_id"], gpu, count, body)
+            return self.from_trace(body["trace_id"], gpu, count, body.get("reference_gpu"))
         if body.get("profile_id"):
-            profile = self.profiles.get(body["profile_id"])
-            if profile is None:
-                raise NotFound("profile", body["profile_id"], [])
+            found = self.profiles.get(body["profile_id"])
+            if found is None:
+                raise NotFound("profile", body["profile_id"])
         else:
             if "model" not in body or "workload" not in body:
-                raise EstimateInputError(
-                    "model", "give model and workload, or profile_id, or trace_id"
-                )
-            profile, _ = self.profiles.profile(body["model"], body["workload"])
+                raise InvalidRequest("model", "give model and workload, or profile_id, or trace_id")
+            found, _ = self.profiles.profile(body["model"], body["workload"])
         return self.from_profile(
-            profile, gpu, count, body.get("input_samples_per_s"), body.get("nvlink")
+            StepProfile.from_profile(found),
+            gpu,
+            count,
+            body.get("input_samples_per_s"),
+            body.get("nvlink"),
         )
 
     def from_trace(
-        self, trace_id: str, gpu: Gpu, count: int, body: dict[str, Any]
-    ) -> dict[str, Any]:
+        self, trace_id: str, gpu: Gpu, count: int, reference_gpu: str | None = None
+    ) -> Estimate:
         """The traced step projected onto ``gpu``; its input stall is a bound of its own."""
         record = self.traces.get(trace_id)
         if record is None:
-            raise NotFound("trace", trace_id, [])
-        found = self.traces.projections(record, [gpu.id], count, body.get("reference_gpu"))
+            raise NotFound("trace", trace_id)
+        found = self.traces.projections(record, [gpu.id], count, reference_gpu)
         projected = found["projections"][0]
         analysis = record["analysis"]
         step = projected["step_time_us"] / 1e6
@@ -162,36 +190,39 @@ class EstimateService:
         idle = analysis["breakdown"].get("idle_us", {})
         input_s = float(idle.get("input", 0.0)) / 1e6
         part = projected["bound"] or "compute"
-        bound = resource(part)
-        result: dict[str, Any] = {
+        assumptions = [
+            "projected from the trace: each part scaled by the resource that bounds it; "
+            "idle time (input, launches, synchronisation) is not scaled by any GPU",
+            *projected["notes"],
+        ]
+        extra: dict[str, Any] = {
             "trace_id": trace_id,
             "reference_gpu": found["reference_gpu_id"],
-            "gpu": gpu.id,
-            "count": count,
-            "step_time_s": step,
-            "bound": bound,
             "bound_part": part,
             "breakdown_us": projected["breakdown_us"],
-            "assumptions": [
-                "projected from the trace: each part scaled by the resource that bounds it; "
-                "idle time (input, launches, synchronisation) is not scaled by any GPU",
-                *projected["notes"],
-            ],
-            "interval": {"low": step * 0.85, "high": step * 1.15},
-            "knowledge_version": self.knowledge.version,
         }
         if input_s > 0:
-            result["input_stall_s"] = input_s
-            result["assumptions"].append(
+            extra["input_stall_s"] = input_s
+            assumptions.append(
                 f"the traced step waited {input_s * 1e3:.2f} ms on input: no GPU shortens that"
             )
-        if batch:
-            samples = float(batch) * count
-            result["throughput"] = {"samples_per_s": samples / step, "tokens_per_s": None}
-        else:
-            result["throughput"] = {"samples_per_s": None, "tokens_per_s": None}
-            result["assumptions"].append("no batch_size with the trace: throughput not known")
-        return result
+        samples = float(batch) * count if batch else None
+        if samples is None:
+            assumptions.append("no batch_size with the trace: throughput not known")
+        return Estimate(
+            gpu_id=gpu.id,
+            count=count,
+            precision=record["options"].get("precision") or "traced",
+            math_mode="as traced",
+            step_time_s=step,
+            interval=Interval(step * (1 - TRACE_INTERVAL), step * (1 + TRACE_INTERVAL)),
+            samples_per_s=samples / step if samples else None,
+            tokens_per_s=None,
+            bound=resource(part),
+            memory=None,
+            assumptions=tuple(assumptions),
+            extra=extra,
+        )
 
     # --- validation report -------------------------------------------------------------
 
@@ -202,7 +233,8 @@ class EstimateService:
         )
 
 
-LATEST_REPORT = "validation-latest.json"
+def _with_assumption(result: Estimate, note: str) -> Estimate:
+    return replace(result, assumptions=(*result.assumptions, note))
 
 
 def report_path(model_dir: Path, knowledge_version: str) -> Path:

@@ -1,0 +1,296 @@
+"""The step model: how long one step takes on one GPU, split into what bounds it.
+
+    step = GPU part + launches + host
+
+- GPU part: the step's ideal time on each resource (:func:`~service.engine.roofline.
+  resource_times`: tensor cores, CUDA cores, vector arithmetic, memory at the bandwidth the
+  SMs can use), each weighed by a learned inverse efficiency. Kernels too small to fill a
+  larger GPU show up twice: in the usable-bandwidth cap (requests in flight per SM) and in
+  the fixed time per kernel below.
+- Launches and host: what no GPU shortens. For a benchmarked workload, a time per step
+  fitted to its measurements (per precision and software generation), split for the
+  breakdown into kernel launches (the profile's launch count x a per-launch cost learned
+  across workloads) and the rest (Python, data loading, synchronisation). For any other
+  model, launches x that cost plus the general host time per step.
+
+Fitted per workload by non-negative least squares on relative errors (iteratively
+reweighted, so that a broken benchmark row cannot drag a fit: Huber weights), which keeps
+every part non-negative and lets a part the measurements do not need fall to zero. A
+faster GPU shrinks the GPU part only; the rest bounds the speed-up from below (Amdahl).
+The input pipeline's ceiling is a bound of its own (:mod:`service.engine.estimate`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.optimize import nnls
+
+from knowledge.records import Gpu
+from service.engine.roofline import (
+    MathMode,
+    ResourceTimes,
+    resource_times,
+    usable_bandwidth,
+)
+from service.engine.step_profile import StepProfile
+
+RESOURCES = ("tensor", "cuda_core", "vector", "memory")
+# software generations of the stored benchmarks, oldest first: a generation without its
+# own fit borrows the nearest one's host time (newer first)
+SUITES = ("lambda-v0", "lambda-v1", "lambda-v2")
+DEFAULT_SUITE = SUITES[-1]  # what an estimate assumes: the newest containers measured
+HUBER = 0.1  # relative residual beyond which a row's weight falls (robust fit)
+ITERATIONS = 8
+HOST_SCALE = 1e-3  # the host columns in ms, so that NNLS sees similar scales
+
+
+@dataclass(frozen=True, slots=True)
+class FitRow:
+    """One measured single-GPU step the step model is fitted on."""
+
+    workload: str
+    suite: str
+    profile: StepProfile
+    gpu: Gpu
+    mode: MathMode
+    step_s: float  # measured
+
+    @property
+    def mobile(self) -> bool:
+        return self.gpu.form_factor == "mobile"
+
+
+@dataclass(frozen=True, slots=True)
+class Coefficients:
+    """Real seconds per ideal second on each resource (1 / efficiency; 0: not needed)."""
+
+    tensor: float
+    cuda_core: float
+    vector: float
+    memory: float
+
+    def weigh(self, times: ResourceTimes) -> ResourceTimes:
+        return ResourceTimes(
+            times.tensor_s * self.tensor,
+            times.cuda_core_s * self.cuda_core,
+            times.vector_s * self.vector,
+            times.memory_s * self.memory,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadFit:
+    """The fitted step of one benchmarked workload."""
+
+    coefficients: Coefficients
+    host_s: Mapping[tuple[str, str], float]  # (precision, suite) -> fixed time per step
+    mobile_s: float  # extra per step on laptop parts (their hosts, their clocks)
+    rows: int
+
+    def fixed_s(self, precision: str, suite: str) -> float:
+        """The fixed time per step for ``precision`` in ``suite``, or the nearest fitted."""
+        if (precision, suite) in self.host_s:
+            return self.host_s[(precision, suite)]
+        order = _nearest_suites(suite)
+        for other in order:
+            if (precision, other) in self.host_s:
+                return self.host_s[(precision, other)]
+        for other in order:
+            found = [v for (p, s), v in self.host_s.items() if s == other]
+            if found:
+                return float(np.mean(found))
+        return float(np.mean(list(self.host_s.values()))) if self.host_s else 0.0
+
+
+def _nearest_suites(suite: str) -> list[str]:
+    if suite not in SUITES:
+        return list(reversed(SUITES))
+    i = SUITES.index(suite)
+    return sorted(SUITES, key=lambda s: (abs(SUITES.index(s) - i), -SUITES.index(s)))
+
+
+@dataclass(frozen=True, slots=True)
+class StepParts:
+    """One step on one GPU, split (seconds). ``gpu`` holds the weighed resource times."""
+
+    gpu: ResourceTimes
+    optimizer_s: float  # the optimizer update's share of the GPU part
+    launch_s: float
+    host_s: float
+
+    @property
+    def gpu_s(self) -> float:
+        return _total(self.gpu)
+
+    @property
+    def total_s(self) -> float:
+        return self.gpu_s + self.launch_s + self.host_s
+
+    def largest(self) -> str:
+        """The part that bounds the step: compute, memory_bandwidth, kernel_launches, host."""
+        g = self.gpu
+        parts = {
+            "compute": g.tensor_s + g.cuda_core_s + g.vector_s,
+            "memory_bandwidth": g.memory_s,
+            "kernel_launches": self.launch_s,
+            "host": self.host_s,
+        }
+        return max(parts, key=lambda k: parts[k])
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """The fitted step model (see the module docstring)."""
+
+    bytes_per_sm_cycle: float | None
+    launch_s: float  # per kernel launch
+    general: Coefficients  # for models the benchmarks did not measure
+    general_host_s: Mapping[str, float]  # suite -> host time per step beyond launches
+    workloads: Mapping[str, WorkloadFit] = field(default_factory=dict)
+
+    def times(self, profile: StepProfile, gpu: Gpu, mode: MathMode) -> ResourceTimes:
+        bandwidth = usable_bandwidth(gpu, self.bytes_per_sm_cycle)
+        return resource_times(profile.mix, mode, bandwidth)
+
+    def parts(
+        self,
+        profile: StepProfile,
+        gpu: Gpu,
+        mode: MathMode,
+        workload: str | None,
+        suite: str = DEFAULT_SUITE,
+        phases: Sequence[str] | None = None,
+    ) -> StepParts:
+        """The step of ``profile`` on ``gpu``. ``workload``: the benchmarked workload it is
+        (its own fit), or None (the general fit). ``phases``: only those phases, for one
+        inference pass (its launches, and no training loop's host time)."""
+        bandwidth = usable_bandwidth(gpu, self.bytes_per_sm_cycle)
+        ideal = resource_times(profile.mix, mode, bandwidth, phases)
+        fit = self.workloads.get(workload) if workload else None
+        coefficients = fit.coefficients if fit else self.general
+        optimizer = coefficients.weigh(resource_times(profile.mix, mode, bandwidth, ["optimizer"]))
+        launches = profile.mix.phase_launches(phases) * self.launch_s
+        if phases is not None:
+            launch, host = launches, 0.0
+        elif fit is not None:
+            fixed = fit.fixed_s(profile.precision, suite)
+            if gpu.form_factor == "mobile":
+                fixed += fit.mobile_s
+            launch = min(fixed, launches)
+            host = fixed - launch
+        else:
+            launch, host = launches, self.general_host(suite)
+        return StepParts(
+            coefficients.weigh(ideal),
+            0.0 if phases is not None else _total(optimizer),
+            launch,
+            host,
+        )
+
+    def phase_gpu_s(
+        self,
+        profile: StepProfile,
+        gpu: Gpu,
+        mode: MathMode,
+        workload: str | None,
+        phases: Sequence[str],
+    ) -> float:
+        """The GPU part of ``phases`` alone (the backward pass DDP overlaps within)."""
+        bandwidth = usable_bandwidth(gpu, self.bytes_per_sm_cycle)
+        fit = self.workloads.get(workload) if workload else None
+        coefficients = fit.coefficients if fit else self.general
+        return _total(coefficients.weigh(resource_times(profile.mix, mode, bandwidth, phases)))
+
+    def general_host(self, suite: str) -> float:
+        for other in _nearest_suites(suite):
+            if other in self.general_host_s:
+                return self.general_host_s[other]
+        return 0.0
+
+
+def _total(times: ResourceTimes) -> float:
+    return times.tensor_s + times.cuda_core_s + times.vector_s + times.memory_s
+
+
+def bytes_per_sm_cycle(gpus: Iterable[Gpu]) -> float | None:
+    """The most DRAM bytes per SM cycle any of ``gpus`` supplies (the usable-bandwidth
+    cap: no GPU is assumed to feed its SMs faster than a measured one did)."""
+    found = [gpu.memory_bandwidth_gb_per_s * 1e9 / gpu.sm_cycles_per_s for gpu in gpus]
+    return max(found) if found else None
+
+
+def _robust_nnls(columns: np.ndarray, measured: np.ndarray) -> np.ndarray:
+    """Non-negative x minimising the Huber-weighted relative error of columns @ x."""
+    a = columns / measured[:, None]
+    b = np.ones(len(measured))
+    weights = np.ones(len(measured))
+    x = np.zeros(columns.shape[1])
+    for _ in range(ITERATIONS):
+        x, _ = nnls(a * weights[:, None], b * weights)
+        residual = np.abs(a @ x - 1.0)
+        weights = np.sqrt(np.where(residual <= HUBER, 1.0, HUBER / np.maximum(residual, 1e-12)))
+    return x
+
+
+def _resource_columns(times: ResourceTimes) -> list[float]:
+    return [times.tensor_s, times.cuda_core_s, times.vector_s, times.memory_s]
+
+
+def _fit_workload(rows: Sequence[FitRow], kappa: float | None) -> WorkloadFit:
+    hosts = sorted({(r.profile.precision, r.suite) for r in rows})
+    mobile = any(r.mobile for r in rows)
+    names = [*RESOURCES, *hosts, *(["mobile"] if mobile else [])]
+    matrix = np.zeros((len(rows), len(names)))
+    for i, row in enumerate(rows):
+        bandwidth = usable_bandwidth(row.gpu, kappa)
+        matrix[i, :4] = _resource_columns(resource_times(row.profile.mix, row.mode, bandwidth))
+        matrix[i, 4 + hosts.index((row.profile.precision, row.suite))] = HOST_SCALE
+        if mobile and row.mobile:
+            matrix[i, -1] = HOST_SCALE
+    x = _robust_nnls(matrix, np.array([r.step_s for r in rows]))
+    return WorkloadFit(
+        Coefficients(*(float(v) for v in x[:4])),
+        {key: float(x[4 + i] * HOST_SCALE) for i, key in enumerate(hosts)},
+        float(x[-1] * HOST_SCALE) if mobile else 0.0,
+        len(rows),
+    )
+
+
+def _fit_general(rows: Sequence[FitRow], kappa: float | None) -> tuple[Coefficients, float, dict]:
+    """One fit over every workload: shared efficiencies, a cost per launch and a host
+    time per step per software generation (what a model never measured gets)."""
+    suites = sorted({r.suite for r in rows})
+    names = [*RESOURCES, "launches", *suites]
+    matrix = np.zeros((len(rows), len(names)))
+    for i, row in enumerate(rows):
+        bandwidth = usable_bandwidth(row.gpu, kappa)
+        matrix[i, :4] = _resource_columns(resource_times(row.profile.mix, row.mode, bandwidth))
+        matrix[i, 4] = row.profile.launches * 1e-6  # in us per launch
+        matrix[i, 5 + suites.index(row.suite)] = HOST_SCALE
+    x = _robust_nnls(matrix, np.array([r.step_s for r in rows]))
+    host = {suite: float(x[5 + i] * HOST_SCALE) for i, suite in enumerate(suites)}
+    return Coefficients(*(float(v) for v in x[:4])), float(x[4] * 1e-6), host
+
+
+def fit(rows: Sequence[FitRow]) -> StepModel:
+    """Fit the step model on measured single-GPU steps."""
+    kappa = bytes_per_sm_cycle({r.gpu.id: r.gpu for r in rows}.values())
+    general, launch_s, host = _fit_general(rows, kappa)
+    grouped: dict[str, list[FitRow]] = defaultdict(list)
+    for row in rows:
+        grouped[row.workload].append(row)
+    workloads = {w: _fit_workload(group, kappa) for w, group in sorted(grouped.items())}
+    return StepModel(kappa, launch_s, general, host, workloads)
+
+
+def log_error(model: StepModel, rows: Sequence[FitRow]) -> list[float]:
+    """log(measured / predicted) of each row (for intervals and residual models)."""
+    return [
+        math.log(r.step_s / model.parts(r.profile, r.gpu, r.mode, r.workload, r.suite).total_s)
+        for r in rows
+    ]
