@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from knowledge import Knowledge
 from knowledge.records import Gpu
 from service.engine import scaling
-from service.engine.roofline import MathMode, math_mode, resource_times, usable_bandwidth
+from service.engine.roofline import MathMode, math_mode, resource_times
 from service.engine.step_model import DEFAULT_SUITE, StepParts
 from service.engine.step_profile import MemoryNeed, StepProfile
 
@@ -231,12 +231,12 @@ def _one(request: EstimateRequest, model: PerformanceModel, knowledge: Knowledge
         f"{mode.vector_flops / 1e12:.1f} TFLOPS (vector), "
         f"{mode.bytes_per_s / 1e9:.0f} GB/s",
     ]
-    usable = usable_bandwidth(gpu, model.step_model.bytes_per_sm_cycle)
+    usable = model.step_model.bandwidth(gpu)
     if usable < 0.999 * mode.bytes_per_s:
         assumptions.append(
             f"memory-bound kernels use at most {usable / 1e9:.0f} GB/s of its "
-            f"{mode.bytes_per_s / 1e9:.0f} GB/s: its SMs keep no more requests in flight "
-            "than the fastest measured GPU's did (Little's law)"
+            f"{mode.bytes_per_s / 1e9:.0f} GB/s: no measured GPU supplied its SMs more bytes "
+            "per cycle, and an SM's requests in flight bound what it streams (Little's law)"
         )
     fit = memory_fit(profile.memory, gpu)
     if profile.trains:
@@ -300,9 +300,7 @@ def _training(
                 f"(the GPUs could do {gpu_rate:.4g} samples/s)"
             )
     q = model.quantile(known)
-    ideal = resource_times(
-        profile.mix, mode, usable_bandwidth(gpu, model.step_model.bytes_per_sm_cycle)
-    )
+    ideal = resource_times(profile.mix, mode, model.step_model.bandwidth(gpu))
     ideal_s = ideal.tensor_s + ideal.cuda_core_s + ideal.vector_s + ideal.memory_s
     g = parts.gpu
     breakdown = StepBreakdown(

@@ -49,6 +49,11 @@ class MathMode:
     note: str
     tensor_cores: bool  # matmul-like work runs on tensor cores (else on the CUDA cores)
 
+    @property
+    def tf32(self) -> bool:
+        """fp32 matmuls on TF32 tensor cores (an efficiency of its own)."""
+        return self.tensor_cores and self.precision in ("fp32", "tf32")
+
 
 def math_mode(gpu: Gpu, precision: str) -> MathMode:
     """The math mode the estimate assumes for ``precision`` on ``gpu``.

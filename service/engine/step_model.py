@@ -39,7 +39,7 @@ from service.engine.roofline import (
 )
 from service.engine.step_profile import StepProfile
 
-RESOURCES = ("tensor", "cuda_core", "vector", "memory")
+RESOURCES = ("tensor", "tf32", "cuda_core", "vector", "memory")
 # software generations of the stored benchmarks, oldest first: a generation without its
 # own fit borrows the nearest one's host time (newer first)
 SUITES = ("lambda-v0", "lambda-v1", "lambda-v2")
@@ -69,14 +69,15 @@ class FitRow:
 class Coefficients:
     """Real seconds per ideal second on each resource (1 / efficiency; 0: not needed)."""
 
-    tensor: float
+    tensor: float  # 16-bit (and 8-bit) tensor-core work
+    tf32: float  # fp32 matmuls on TF32 tensor cores
     cuda_core: float
     vector: float
     memory: float
 
-    def weigh(self, times: ResourceTimes) -> ResourceTimes:
+    def weigh(self, times: ResourceTimes, mode: MathMode) -> ResourceTimes:
         return ResourceTimes(
-            times.tensor_s * self.tensor,
+            times.tensor_s * (self.tf32 if mode.tf32 else self.tensor),
             times.cuda_core_s * self.cuda_core,
             times.vector_s * self.vector,
             times.memory_s * self.memory,
@@ -147,14 +148,19 @@ class StepParts:
 class StepModel:
     """The fitted step model (see the module docstring)."""
 
-    bytes_per_sm_cycle: float | None
+    bytes_per_sm_cycle: float | None  # the most any fitted GPU supplied (the bandwidth cap)
     launch_s: float  # per kernel launch
     general: Coefficients  # for models the benchmarks did not measure
     general_host_s: Mapping[str, float]  # suite -> host time per step beyond launches
     workloads: Mapping[str, WorkloadFit] = field(default_factory=dict)
 
+    def bandwidth(self, gpu: Gpu) -> float:
+        """The DRAM bandwidth ``gpu``'s kernels can use (bytes/s): capped at the most bytes
+        per SM cycle that any measured GPU supplied (see :func:`usable_bandwidth`)."""
+        return usable_bandwidth(gpu, self.bytes_per_sm_cycle)
+
     def times(self, profile: StepProfile, gpu: Gpu, mode: MathMode) -> ResourceTimes:
-        bandwidth = usable_bandwidth(gpu, self.bytes_per_sm_cycle)
+        bandwidth = self.bandwidth(gpu)
         return resource_times(profile.mix, mode, bandwidth)
 
     def parts(
@@ -169,11 +175,13 @@ class StepModel:
         """The step of ``profile`` on ``gpu``. ``workload``: the benchmarked workload it is
         (its own fit), or None (the general fit). ``phases``: only those phases, for one
         inference pass (its launches, and no training loop's host time)."""
-        bandwidth = usable_bandwidth(gpu, self.bytes_per_sm_cycle)
+        bandwidth = self.bandwidth(gpu)
         ideal = resource_times(profile.mix, mode, bandwidth, phases)
         fit = self.workloads.get(workload) if workload else None
         coefficients = fit.coefficients if fit else self.general
-        optimizer = coefficients.weigh(resource_times(profile.mix, mode, bandwidth, ["optimizer"]))
+        optimizer = coefficients.weigh(
+            resource_times(profile.mix, mode, bandwidth, ["optimizer"]), mode
+        )
         launches = profile.mix.phase_launches(phases) * self.launch_s
         if phases is not None:
             launch, host = launches, 0.0
@@ -186,7 +194,7 @@ class StepModel:
         else:
             launch, host = launches, self.general_host(suite)
         return StepParts(
-            coefficients.weigh(ideal),
+            coefficients.weigh(ideal, mode),
             0.0 if phases is not None else _total(optimizer),
             launch,
             host,
@@ -201,10 +209,11 @@ class StepModel:
         phases: Sequence[str],
     ) -> float:
         """The GPU part of ``phases`` alone (the backward pass DDP overlaps within)."""
-        bandwidth = usable_bandwidth(gpu, self.bytes_per_sm_cycle)
+        bandwidth = self.bandwidth(gpu)
         fit = self.workloads.get(workload) if workload else None
         coefficients = fit.coefficients if fit else self.general
-        return _total(coefficients.weigh(resource_times(profile.mix, mode, bandwidth, phases)))
+        times = resource_times(profile.mix, mode, bandwidth, phases)
+        return _total(coefficients.weigh(times, mode))
 
     def general_host(self, suite: str) -> float:
         for other in _nearest_suites(suite):
@@ -218,8 +227,12 @@ def _total(times: ResourceTimes) -> float:
 
 
 def bytes_per_sm_cycle(gpus: Iterable[Gpu]) -> float | None:
-    """The most DRAM bytes per SM cycle any of ``gpus`` supplies (the usable-bandwidth
-    cap: no GPU is assumed to feed its SMs faster than a measured one did)."""
+    """The most DRAM bytes per SM cycle any of ``gpus`` supplies: the usable-bandwidth cap.
+
+    The measured GPUs range from 5 (Turing) to 13.4 (A100 80GB) bytes per SM cycle, and
+    their speed follows their bandwidth up to there. Nothing measured says how a GPU whose
+    memory outruns its SMs further (an H200: an H100's SMs and clocks, 1.4x its bandwidth)
+    uses the rest, so no estimate counts on more than the data has shown."""
     found = [gpu.memory_bandwidth_gb_per_s * 1e9 / gpu.sm_cycles_per_s for gpu in gpus]
     return max(found) if found else None
 
@@ -237,25 +250,35 @@ def _robust_nnls(columns: np.ndarray, measured: np.ndarray) -> np.ndarray:
     return x
 
 
-def _resource_columns(times: ResourceTimes) -> list[float]:
-    return [times.tensor_s, times.cuda_core_s, times.vector_s, times.memory_s]
+def _resource_columns(times: ResourceTimes, mode: MathMode) -> list[float]:
+    """One column per entry of RESOURCES."""
+    tf32 = times.tensor_s if mode.tf32 else 0.0
+    return [times.tensor_s - tf32, tf32, times.cuda_core_s, times.vector_s, times.memory_s]
+
+
+def _coefficients(x: np.ndarray, tf32_rows: bool) -> Coefficients:
+    """The fitted resource coefficients; where no row ran TF32, TF32 work is taken to be as
+    efficient as the other tensor-core work (the best guess the data allows)."""
+    tensor, tf32, cuda_core, vector, memory = (float(v) for v in x[: len(RESOURCES)])
+    return Coefficients(tensor, tf32 if tf32_rows else tensor, cuda_core, vector, memory)
 
 
 def _fit_workload(rows: Sequence[FitRow], kappa: float | None) -> WorkloadFit:
     hosts = sorted({(r.profile.precision, r.suite) for r in rows})
     mobile = any(r.mobile for r in rows)
-    names = [*RESOURCES, *hosts, *(["mobile"] if mobile else [])]
-    matrix = np.zeros((len(rows), len(names)))
+    n = len(RESOURCES)
+    matrix = np.zeros((len(rows), n + len(hosts) + (1 if mobile else 0)))
     for i, row in enumerate(rows):
         bandwidth = usable_bandwidth(row.gpu, kappa)
-        matrix[i, :4] = _resource_columns(resource_times(row.profile.mix, row.mode, bandwidth))
-        matrix[i, 4 + hosts.index((row.profile.precision, row.suite))] = HOST_SCALE
+        times = resource_times(row.profile.mix, row.mode, bandwidth)
+        matrix[i, :n] = _resource_columns(times, row.mode)
+        matrix[i, n + hosts.index((row.profile.precision, row.suite))] = HOST_SCALE
         if mobile and row.mobile:
             matrix[i, -1] = HOST_SCALE
     x = _robust_nnls(matrix, np.array([r.step_s for r in rows]))
     return WorkloadFit(
-        Coefficients(*(float(v) for v in x[:4])),
-        {key: float(x[4 + i] * HOST_SCALE) for i, key in enumerate(hosts)},
+        _coefficients(x, any(r.mode.tf32 for r in rows)),
+        {key: float(x[n + i] * HOST_SCALE) for i, key in enumerate(hosts)},
         float(x[-1] * HOST_SCALE) if mobile else 0.0,
         len(rows),
     )
@@ -265,16 +288,18 @@ def _fit_general(rows: Sequence[FitRow], kappa: float | None) -> tuple[Coefficie
     """One fit over every workload: shared efficiencies, a cost per launch and a host
     time per step per software generation (what a model never measured gets)."""
     suites = sorted({r.suite for r in rows})
-    names = [*RESOURCES, "launches", *suites]
-    matrix = np.zeros((len(rows), len(names)))
+    n = len(RESOURCES)
+    matrix = np.zeros((len(rows), n + 1 + len(suites)))
     for i, row in enumerate(rows):
         bandwidth = usable_bandwidth(row.gpu, kappa)
-        matrix[i, :4] = _resource_columns(resource_times(row.profile.mix, row.mode, bandwidth))
-        matrix[i, 4] = row.profile.launches * 1e-6  # in us per launch
-        matrix[i, 5 + suites.index(row.suite)] = HOST_SCALE
+        times = resource_times(row.profile.mix, row.mode, bandwidth)
+        matrix[i, :n] = _resource_columns(times, row.mode)
+        matrix[i, n] = row.profile.launches * 1e-6  # in us per launch
+        matrix[i, n + 1 + suites.index(row.suite)] = HOST_SCALE
     x = _robust_nnls(matrix, np.array([r.step_s for r in rows]))
-    host = {suite: float(x[5 + i] * HOST_SCALE) for i, suite in enumerate(suites)}
-    return Coefficients(*(float(v) for v in x[:4])), float(x[4] * 1e-6), host
+    host = {suite: float(x[n + 1 + i] * HOST_SCALE) for i, suite in enumerate(suites)}
+    tf32 = any(r.mode.tf32 for r in rows)
+    return _coefficients(x, tf32), float(x[n] * 1e-6), host
 
 
 def fit(rows: Sequence[FitRow]) -> StepModel:
