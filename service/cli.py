@@ -356,18 +356,35 @@ def capture(
 
 
 def _ape_table(rows: list[dict[str, Any]]) -> None:
-    click.echo(f"    {'':<32} {'rows':>5} {'median':>7} {'mean':>7}")
+    click.echo(f"    {'':<34} {'rows':>5} {'median':>7} {'mean':>7}")
     for row in rows:
         name, median, mean = row["name"], row["median_ape"], row["mean_ape"]
-        click.echo(f"    {name:<32} {row['rows']:>5} {median:7.1%} {mean:7.1%}")
+        click.echo(f"    {name:<34} {row['rows']:>5} {median:7.1%} {mean:7.1%}")
+
+
+def _split(title: str, found: dict[str, Any]) -> None:
+    click.echo(
+        f"  {title}: {found['rows']} rows, median APE {found['median_ape']:.1%}, "
+        f"mean {found['mean_ape']:.1%}"
+    )
+
+
+def _worst(rows: list[dict[str, Any]]) -> None:
+    for row in rows:
+        click.echo(
+            f"    {row['suite']} {row['workload']} {row['gpu']} {row['precision']} "
+            f"b={row['batch_per_gpu']:g}: measured {row['measured']:.4g}, predicted "
+            f"{row['predicted']:.4g} ({row['error']:+.0%}; bound {row['bound']})"
+        )
 
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="print the whole report as JSON")
 @_model_dir_option
 def validate(as_json: bool, model_dir: Path | None) -> None:
-    """Cross-validate the estimates on the stored benchmarks (leave one GPU out) and save
-    the report that GET /v1/validation serves."""
+    """Check the estimates on the stored benchmarks they were not fitted on (a GPU, the GPUs
+    newer than a year, an architecture held out; multi-GPU rows; memory fit) and save the
+    report that GET /v1/validation serves."""
     import json
 
     from service.engine.service import save_report
@@ -380,43 +397,58 @@ def validate(as_json: bool, model_dir: Path | None) -> None:
         click.echo(json.dumps(report, indent=2))
         return
     single = report["single_gpu"]
-    click.echo(f"knowledge {kb.version}: leave-one-GPU-out over {single['rows']} single-GPU rows")
     click.echo(
-        f"  median APE {single['median_ape']:.1%}  mean APE {single['mean_ape']:.1%}  "
-        f"Spearman median {single['spearman']['median']:.3f}"
+        f"knowledge {kb.version}, model {report['model']['model_version']}: "
+        f"{single['rows']} single-GPU rows, each predicted by a model fitted without it"
     )
-    loao = report["leave_one_architecture_out"]
-    click.echo(
-        f"  leave-one-architecture-out: median {loao['median_ape']:.1%} mean {loao['mean_ape']:.1%}"
-    )
+    _split("leave one GPU out", single)
+    click.echo(f"    Spearman of GPU ranks, median {single['spearman']['median']:.3f}")
+    for year, found in report["forward_in_time"].items():
+        _split(f"forward in time, fitted before {year} (predicting {year} and later)", found)
+    _split("leave one architecture out", report["leave_one_architecture_out"])
     multi = report["multi_gpu"]
-    click.echo(
-        f"  multi-GPU, end to end with the GPU held out: {multi['rows']} rows, "
-        f"median {multi['median_ape']:.1%} mean {multi['mean_ape']:.1%}"
-    )
+    _split("multi-GPU, end to end with the GPU held out", multi)
     _ape_table(multi["groups"])
     alone = multi["scaling_from_measured_single_gpu"]["all"]
     click.echo(
         f"  scaling model alone (from the measured 1-GPU row): {alone['rows']} rows, "
         f"median {alone['median_ape']:.1%} mean {alone['mean_ape']:.1%}"
     )
+    speed = report["speedup_over_previous_flagship"]
+    click.echo(
+        "  speed-up over the previous generation's flagship, predicted against measured: "
+        f"{speed['rows']} rows, median APE {speed['median_ape']:.1%}, mean {speed['mean_ape']:.1%}"
+    )
+    memory = report["memory_fit"]
+    click.echo(
+        f"  memory fit: {memory['fit']} of {memory['configurations']} stored single-GPU "
+        f"configurations ({memory['share']:.1%}) are estimated to fit the GPU they ran on"
+    )
+    for entry in memory["by_workload"]:
+        click.echo(
+            f"    {entry['workload']:<34} {entry['configurations']:>5} {entry['share']:7.1%}"
+        )
     interval = report["interval"]
     click.echo(
         f"  interval ({interval['nominal']:.0%} nominal) holds the measured value for "
         f"{interval['coverage_held_in']:.1%} of held-in rows, "
         f"{interval['coverage_held_out']:.1%} held out"
     )
-    click.echo("  per GPU:")
+    click.echo("  per GPU (leave one GPU out):")
     _ape_table(single["by_gpu"])
-    click.echo("  per model and precision:")
+    click.echo("  per GPU (forward in time, fitted before 2020):")
+    _ape_table(report["forward_in_time"]["2020"]["by_gpu"])
+    click.echo("  per model and precision (leave one GPU out):")
     _ape_table(single["by_workload"])
-    click.echo("  worst ten:")
-    for row in report["worst"]:
-        click.echo(
-            f"    {row['suite']} {row['workload']} {row['gpu']} {row['precision']} "
-            f"b={row['batch_per_gpu']:g}: measured {row['measured']:.4g}, "
-            f"predicted {row['predicted']:.4g} ({row['ape']:.0%})"
-        )
+    click.echo("  speed-up over the previous flagship, per model and precision:")
+    _ape_table(speed["by_workload"])
+    for year, found in report["forward_in_time"].items():
+        click.echo(f"  worst ten, forward in time (fitted before {year}):")
+        _worst(found["worst"])
+    click.echo("  worst ten, leave one GPU out:")
+    _worst(single["worst"])
     for name, target in report["targets"].items():
         verdict = {True: "met", False: "not met", None: "not measured yet"}[target["met"]]
-        click.echo(f"  target {name} {target['target']}: {verdict}")
+        value = target["value"]
+        shown = "-" if value is None else f"{value:.4g}"
+        click.echo(f"  target {name} {target['target']}: {shown}, {verdict}")

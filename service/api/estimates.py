@@ -9,7 +9,7 @@ from marshmallow import Schema, ValidationError, fields, validate, validates_sch
 
 from profiles.workload import WorkloadSchema
 from service.api.base import Blueprint
-from service.api.profiles import MODEL_DESCRIPTION
+from service.api.profiles import MODEL_DESCRIPTION, MemorySchema
 from service.errors import InvalidInput, NotFound
 from service.state import state
 
@@ -96,20 +96,6 @@ class BreakdownSchema(Schema):
     input_wait_s = _seconds("time the GPUs wait on the input pipeline per step")
 
 
-class MemorySchema(Schema):
-    """Bytes one GPU holds at the step's peak, by what holds them."""
-
-    parameters_bytes = fields.Float()
-    gradients_bytes = fields.Float()
-    optimizer_states_bytes = fields.Float()
-    master_weights_bytes = fields.Float()
-    activations_bytes = fields.Float()
-    kv_cache_bytes = fields.Float()
-    temporary_peak_bytes = fields.Float()
-    runtime_overhead_bytes = fields.Float()
-    total_bytes = fields.Float()
-
-
 class EstimateSchema(Schema):
     gpu = fields.String()
     count = fields.Integer()
@@ -128,7 +114,7 @@ class EstimateSchema(Schema):
     memory_headroom = fields.Float(
         metadata={"description": "share of the usable memory left (negative: does not fit)"}
     )
-    memory = fields.Nested(MemorySchema)
+    memory = fields.Nested(MemorySchema, metadata={"description": "per GPU, by what holds it"})
     bound = fields.String(
         metadata={
             "description": "what bounds the step: compute, memory_bandwidth, kernel_launches, "

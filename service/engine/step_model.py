@@ -14,7 +14,7 @@
   model, launches x that cost plus the general host time per step.
 
 Fitted per workload by non-negative least squares on relative errors (iteratively
-reweighted, so that a broken benchmark row cannot drag a fit: Huber weights), which keeps
+reweighted, so that a broken benchmark row cannot drag a fit: Cauchy weights), which keeps
 every part non-negative and lets a part the measurements do not need fall to zero. A
 faster GPU shrinks the GPU part only; the rest bounds the speed-up from below (Amdahl).
 The input pipeline's ceiling is a bound of its own (:mod:`service.engine.estimate`).
@@ -44,7 +44,7 @@ RESOURCES = ("tensor", "tf32", "cuda_core", "vector", "memory")
 # own fit borrows the nearest one's host time (newer first)
 SUITES = ("lambda-v0", "lambda-v1", "lambda-v2")
 DEFAULT_SUITE = SUITES[-1]  # what an estimate assumes: the newest containers measured
-HUBER = 0.1  # relative residual beyond which a row's weight falls (robust fit)
+ROBUST_SCALE = 0.1  # relative residual at which a row's weight in the fit halves
 ITERATIONS = 8
 HOST_SCALE = 1e-3  # the host columns in ms, so that NNLS sees similar scales
 
@@ -238,15 +238,17 @@ def bytes_per_sm_cycle(gpus: Iterable[Gpu]) -> float | None:
 
 
 def _robust_nnls(columns: np.ndarray, measured: np.ndarray) -> np.ndarray:
-    """Non-negative x minimising the Huber-weighted relative error of columns @ x."""
+    """Non-negative x minimising the relative error of columns @ x, robustly: iteratively
+    reweighted with Cauchy weights, so that a row many times off (a broken run) weighs
+    next to nothing while rows within a few times ROBUST_SCALE keep most of theirs."""
     a = columns / measured[:, None]
     b = np.ones(len(measured))
     weights = np.ones(len(measured))
     x = np.zeros(columns.shape[1])
     for _ in range(ITERATIONS):
         x, _ = nnls(a * weights[:, None], b * weights)
-        residual = np.abs(a @ x - 1.0)
-        weights = np.sqrt(np.where(residual <= HUBER, 1.0, HUBER / np.maximum(residual, 1e-12)))
+        residual = (a @ x - 1.0) / ROBUST_SCALE
+        weights = 1.0 / np.sqrt(1.0 + residual**2)
     return x
 
 

@@ -10,7 +10,7 @@ import pytest
 from knowledge import Knowledge
 from profiles.catalog import Catalog
 from service.config import load_settings
-from service.engine.model import PerformanceModel, performance_model
+from service.engine.model import PerformanceModel, build
 
 
 @pytest.fixture(scope="session")
@@ -20,20 +20,20 @@ def catalog() -> Catalog:
 
 @pytest.fixture(scope="session")
 def model_dir() -> Path:
-    """The service's own cache (RIGHTSIZE_MODEL_DIR): the operator mixes are profiled once
-    for the whole suite, as the service does on its first estimate."""
+    """The service's own cache (RIGHTSIZE_MODEL_DIR): the interval quantiles are computed
+    once for the whole suite, as the service does on its first build."""
     return Path(load_settings()["RIGHTSIZE_MODEL_DIR"])
 
 
 @pytest.fixture(scope="session")
 def model(knowledge: Knowledge, catalog: Catalog, model_dir: Path) -> PerformanceModel:
-    return performance_model(knowledge, catalog, model_dir)
+    return build(knowledge, catalog, model_dir)
 
 
 @pytest.fixture
 def cache_copy(model: PerformanceModel, model_dir: Path, tmp_path: Path) -> Path:
-    """The session's model cache (mixes, interval quantiles), copied: what a test writes
-    there leaves the user's own cache alone."""
+    """The session's model cache, copied: what a test writes there leaves the user's own
+    cache alone."""
     copy = tmp_path / "models"
     shutil.copytree(model_dir, copy, ignore=shutil.ignore_patterns("validation-*"))
     return copy

@@ -8,6 +8,7 @@ import pytest
 
 from knowledge import Knowledge
 from service.engine import scaling
+from service.engine.model import PerformanceModel
 from service.engine.scaling import DEFAULT, Link, Params, data_parallel, link_for
 
 
@@ -95,10 +96,12 @@ def test_more_gpus_cost_more_per_step_and_sync_is_added() -> None:
     assert s.compute_s == pytest.approx(0.2 * (1 + DEFAULT.straggler))
 
 
-def test_scaling_from_the_measured_single_gpu_row(knowledge: Knowledge) -> None:
+def test_scaling_from_the_measured_single_gpu_row(
+    knowledge: Knowledge, model: PerformanceModel
+) -> None:
     """Lambda's 2x/4x/8x rows, each predicted from the measured 1-GPU row of the same
     suite, workload, GPU and precision (this isolates the scaling model)."""
-    report = scaling.validate_scaling(knowledge)
+    report = scaling.validate_scaling(knowledge, model.profiles)
     summary = report["summary"]
     assert summary["all"]["rows"] > 1500
     for count in (2, 4, 8):

@@ -18,7 +18,6 @@ from click.testing import CliRunner
 from knowledge import Knowledge
 from service import create_app
 from service.cli import main
-from service.engine import model as model_module
 from service.engine.model import MODEL_VERSION, PerformanceModel
 
 
@@ -29,7 +28,6 @@ def test_train_command_builds_the_model_into_its_cache(
     assert result.exit_code == 0, result.output
     assert f"performance model {MODEL_VERSION} on knowledge {knowledge.version}" in result.output
     assert f"{len(model.single)} single-GPU" in result.output
-    assert model_module.built_model(knowledge, cache_copy) is not None
     assert list(cache_copy.glob(f"intervals-{knowledge.version}-*-{MODEL_VERSION}.json"))
 
 
@@ -49,13 +47,26 @@ def test_warm_builds_in_the_background_and_readyz_says_so(cache_copy: Path) -> N
     assert model["built_s"] > 0
 
 
+def test_two_apps_own_their_models(cache_copy: Path) -> None:
+    """No process-wide model: each app's estimate service builds and keeps its own."""
+    one = create_app({"TESTING": True, "MODEL_DIR": str(cache_copy)})
+    two = create_app({"TESTING": True, "MODEL_DIR": str(cache_copy)})
+    first = one.extensions["rightsize"].estimates
+    second = two.extensions["rightsize"].estimates
+    assert first.built() is None and second.built() is None
+    model = first.model()
+    assert first.model() is model
+    assert second.built() is None
+    assert second.model() is not model
+
+
 def test_warm_reports_a_failed_build(cache_copy: Path, monkeypatch: Any) -> None:
     app = create_app({"TESTING": True, "MODEL_DIR": str(cache_copy / "elsewhere")})
 
     def broken(*_: Any) -> PerformanceModel:
         raise OSError("disk full")
 
-    monkeypatch.setattr("service.engine.estimates.performance_model", broken)
+    monkeypatch.setattr("service.engine.service.build", broken)
     estimates = app.extensions["rightsize"].estimates
     estimates.warm().join(timeout=60)
     status = app.test_client().get("/readyz").get_json()["performance_model"]

@@ -1,0 +1,83 @@
+"""The step model on made-up measurements: it recovers what generated them."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from knowledge import Knowledge
+from service.engine import step_model
+from service.engine.roofline import OpMix, math_mode
+from service.engine.step_model import FitRow
+from service.engine.step_profile import MemoryNeed, StepProfile
+
+GPUS = ("v100-sxm2-16gb", "rtx-3090", "a100-sxm4-80gb", "rtx-a6000", "a10", "titan-rtx")
+
+
+def _profile(batch: float) -> StepProfile:
+    work = {
+        ("forward", "matmul"): (2e12 * batch, 4e9 * batch),
+        ("backward", "matmul"): (4e12 * batch, 8e9 * batch),
+        ("forward", "elementwise"): (1e9 * batch, 6e9 * batch),
+        ("optimizer", "elementwise"): (1e9, 2e9),
+    }
+    memory = MemoryNeed(1e9, 1e9, 2e9, 0, 1e8 * batch, 0, 1e7 * batch, 5e8)
+    return StepProfile(
+        "training", "fp16", batch, batch, batch, OpMix(work, {"forward": 300, "backward": 500}),
+        memory, model_name="made-up",
+    )  # fmt: skip
+
+
+def _rows(knowledge: Knowledge, host_s: float, tensor: float, memory: float) -> list[FitRow]:
+    """Steps made by the model itself: tensor and memory inefficiencies and a host time."""
+    truth = step_model.StepModel(
+        None,
+        0.0,
+        step_model.Coefficients(0, 0, 0, 0, 0),
+        {},
+        {
+            "w": step_model.WorkloadFit(
+                step_model.Coefficients(tensor, tensor, 0.0, 0.0, memory),
+                {("fp16", "lambda-v1"): host_s},
+                0.0,
+                0,
+            )
+        },
+    )
+    rows = []
+    for gid in GPUS:
+        gpu = knowledge.gpus[gid]
+        mode = math_mode(gpu, "fp16")
+        for batch in (8.0, 32.0, 128.0):
+            p = _profile(batch)
+            step = truth.parts(p, gpu, mode, "w", "lambda-v1").total_s
+            rows.append(FitRow("w", "lambda-v1", p, gpu, mode, step))
+    return rows
+
+
+def test_the_fit_recovers_the_efficiencies_and_the_host_time(knowledge: Knowledge) -> None:
+    rows = _rows(knowledge, host_s=0.05, tensor=2.5, memory=1.8)
+    fitted = step_model.fit(rows)
+    fit = fitted.workloads["w"]
+    assert fit.coefficients.tensor == pytest.approx(2.5, rel=0.02)
+    assert fit.coefficients.memory == pytest.approx(1.8, rel=0.02)
+    assert fit.fixed_s("fp16", "lambda-v1") == pytest.approx(0.05, rel=0.02)
+    # a software generation without rows borrows the nearest one's host time
+    assert fit.fixed_s("fp16", "lambda-v2") == pytest.approx(0.05, rel=0.02)
+
+
+def test_a_broken_row_does_not_drag_the_fit(knowledge: Knowledge) -> None:
+    rows = _rows(knowledge, host_s=0.05, tensor=2.5, memory=1.8)
+    rows[0] = dataclasses.replace(rows[0], step_s=rows[0].step_s / 10)  # a broken run
+    fit = step_model.fit(rows).workloads["w"]
+    assert fit.coefficients.tensor == pytest.approx(2.5, rel=0.05)
+    assert fit.fixed_s("fp16", "lambda-v1") == pytest.approx(0.05, rel=0.05)
+
+
+def test_the_largest_part_is_the_bound(knowledge: Knowledge) -> None:
+    fitted = step_model.fit(_rows(knowledge, host_s=5.0, tensor=2.5, memory=1.8))
+    gpu = knowledge.gpus["a100-sxm4-80gb"]
+    parts = fitted.parts(_profile(8.0), gpu, math_mode(gpu, "fp16"), "w", "lambda-v1")
+    assert parts.largest() in {"host", "kernel_launches"}
+    assert parts.total_s == pytest.approx(parts.gpu_s + parts.launch_s + parts.host_s)
