@@ -239,10 +239,6 @@ def _one(request: EstimateRequest, model: PerformanceModel, knowledge: Knowledge
             "per cycle, and an SM's requests in flight bound what it streams (Little's law)"
         )
     fit = memory_fit(profile.memory, gpu)
-    if profile.trains:
-        result = _training(request, mode, model, knowledge, fit, assumptions)
-    else:
-        result = _inference(request, mode, model, fit, assumptions)
     if not fit.fits:
         assumptions.append(
             f"does not fit: needs {fit.required_bytes / 2**30:.1f} GiB per GPU of the "
@@ -254,7 +250,9 @@ def _one(request: EstimateRequest, model: PerformanceModel, knowledge: Knowledge
             f"fits with {fit.headroom:.0%} of the usable memory to spare: allocator "
             "fragmentation or a longer sample can push it over"
         )
-    return result
+    if profile.trains:
+        return _training(request, mode, model, knowledge, fit, assumptions)
+    return _inference(request, mode, model, fit, assumptions)
 
 
 def _training(

@@ -34,7 +34,11 @@ def test_faster_gpu_is_faster_and_interval_brackets_the_estimate(client: FlaskCl
     assert h100["throughput"]["samples_per_s"] > 1.5 * v100["throughput"]["samples_per_s"]
     for result in (h100, v100):
         assert result["interval"]["low"] < result["step_time_s"] < result["interval"]["high"]
-        assert result["bound"] in {"compute", "memory_bandwidth"}
+        assert result["bound"] in {"compute", "memory_bandwidth", "kernel_launches", "host"}
+        breakdown = result["breakdown"]
+        assert breakdown["single_gpu_step_s"] == pytest.approx(
+            breakdown["gpu_s"] + breakdown["launch_s"] + breakdown["host_s"]
+        )
         assert any("math mode" in a for a in result["assumptions"])
 
 
@@ -58,7 +62,10 @@ def test_memory_that_does_not_fit_is_said(client: FlaskClient) -> None:
     }
     result = estimate(client, gpu="a10", **body)
     assert result["fits"] is False
-    assert result["memory_per_gpu_bytes"] > result["gpu_memory_bytes"]
+    assert result["memory_per_gpu_bytes"] > result["usable_memory_bytes"]
+    assert result["memory_headroom"] < 0
+    assert result["memory"]["total_bytes"] == result["memory_per_gpu_bytes"]
+    assert any(a.startswith("does not fit") for a in result["assumptions"])
 
 
 def test_missing_precision_is_a_422_naming_what_the_gpu_supports(client: FlaskClient) -> None:
@@ -90,12 +97,16 @@ def test_benchmarked_model_at_its_default_size_is_the_benchmarked_workload(
     # the README's example: no image_size (the model's own 224 px) and the default optimizer
     body = {"model": {"name": "resnet-50"}, "workload": {"task": "training", "batch_size": 256}}
     result = estimate(client, gpu="a100-sxm4-80gb", **body)
-    learned = [a for a in result["assumptions"] if a.startswith("efficiency")]
-    assert learned
-    assert "did not measure" not in learned[0]
+    assert result["known_workload"] == "resnet50-imagenet"
+    (step,) = [a for a in result["assumptions"] if a.startswith("step = GPU")]
+    assert "fitted to the benchmarked workload resnet50-imagenet" in step
     other = estimate(
         client,
         gpu="a100-sxm4-80gb",
         **{**body, "workload": {**body["workload"], "image_size": 160}},
     )
+    assert other["known_workload"] is None
     assert any("did not measure" in a for a in other["assumptions"])
+    assert other["interval"]["high"] / other["step_time_s"] > (
+        result["interval"]["high"] / result["step_time_s"]
+    )
