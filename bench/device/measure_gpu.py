@@ -207,7 +207,9 @@ def launch_probe(batch: int, device: torch.device):
 def plan(smoke: bool) -> list[dict[str, Any]]:
     if smoke:
         return [
-            dict(name="bert-base-qa", builder="bert", size="base", precision="fp32", batch=2, seq=32),
+            dict(
+                name="bert-base-qa", builder="bert", size="base", precision="fp32", batch=2, seq=32
+            ),
             dict(name="gpt2", builder="lm", kind="gpt2", precision="fp32", batch=2, seq=32),
             dict(name="llama", builder="lm", kind="llama", precision="fp32", batch=2, seq=32),
             dict(name="launch-probe", builder="probe", precision="fp32", batch=1),
@@ -215,9 +217,19 @@ def plan(smoke: bool) -> list[dict[str, Any]]:
     runs = []
     for precision, batches in (("fp16", (64, 256, 1280)), ("fp32", (256, 640)), ("bf16", (256,))):
         for b in batches:
-            runs.append(dict(name="resnet50", builder="resnet", depth=50, precision=precision, batch=b))
-    runs.append(dict(name="resnet50-nchw", builder="resnet", depth=50, precision="fp16", batch=256,
-                     channels_last=False))
+            runs.append(
+                dict(name="resnet50", builder="resnet", depth=50, precision=precision, batch=b)
+            )
+    runs.append(
+        dict(
+            name="resnet50-nchw",
+            builder="resnet",
+            depth=50,
+            precision="fp16",
+            batch=256,
+            channels_last=False,
+        )
+    )
     for b in (1, 8, 32):
         runs.append(dict(name="resnet50", builder="resnet", depth=50, precision="fp16", batch=b))
     runs.append(dict(name="resnet18", builder="resnet", depth=18, precision="fp32", batch=256))
@@ -228,14 +240,32 @@ def plan(smoke: bool) -> list[dict[str, Any]]:
         ("base", "fp32", (172,)),
     ):
         for b in batches:
-            runs.append(dict(name=f"bert-{size}-qa", builder="bert", size=size, precision=precision,
-                             batch=b, seq=384))
+            runs.append(
+                dict(
+                    name=f"bert-{size}-qa",
+                    builder="bert",
+                    size=size,
+                    precision=precision,
+                    batch=b,
+                    seq=384,
+                )
+            )
     for b in (8, 16):
-        runs.append(dict(name="gpt2", builder="lm", kind="gpt2", precision="bf16", batch=b, seq=1024))
+        runs.append(
+            dict(name="gpt2", builder="lm", kind="gpt2", precision="bf16", batch=b, seq=1024)
+        )
     runs.append(dict(name="gpt2", builder="lm", kind="gpt2", precision="fp32", batch=8, seq=1024))
     for b in (2, 8):
-        runs.append(dict(name="tinyllama-1.1b", builder="lm", kind="llama", precision="bf16",
-                         batch=b, seq=2048))
+        runs.append(
+            dict(
+                name="tinyllama-1.1b",
+                builder="lm",
+                kind="llama",
+                precision="bf16",
+                batch=b,
+                seq=2048,
+            )
+        )
     runs.append(dict(name="launch-probe", builder="probe", precision="fp32", batch=1))
     return runs
 
@@ -271,7 +301,9 @@ def device_info() -> dict[str, Any]:
             query = "name,driver_version,clocks.max.sm,clocks.max.mem,power.limit"
             info["nvidia_smi"] = subprocess.run(
                 ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"],
-                capture_output=True, text=True, timeout=20,
+                capture_output=True,
+                text=True,
+                timeout=20,
             ).stdout.strip()
         except (OSError, subprocess.SubprocessError) as exc:
             info["nvidia_smi"] = f"unavailable: {exc}"
@@ -304,8 +336,12 @@ def main() -> None:
     # NVIDIA's PyTorch containers (what Lambda's benchmarks ran) allow TF32 for fp32 matmuls
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
-    result: dict[str, Any] = {"device": device_info(), "measured_at": time.strftime(
-        "%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": [], "traces": []}
+    result: dict[str, Any] = {
+        "device": device_info(),
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "runs": [],
+        "traces": [],
+    }
     path = args.out / "measurements.json"
     for run in plan(args.smoke):
         started = time.perf_counter()
@@ -328,9 +364,12 @@ def main() -> None:
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
         path.write_text(json.dumps(result, indent=1))
-    traced = [dict(name="resnet50", builder="resnet", depth=50, precision="fp16", batch=256),
-              dict(name="bert-large-qa", builder="bert", size="large", precision="fp16", batch=32,
-                   seq=384)]
+    traced = [
+        dict(name="resnet50", builder="resnet", depth=50, precision="fp16", batch=256),
+        dict(
+            name="bert-large-qa", builder="bert", size="large", precision="fp16", batch=32, seq=384
+        ),
+    ]
     if args.smoke:
         traced = [plan(True)[0]]
     for run in traced:

@@ -67,6 +67,12 @@ class MemorySchema(Schema):
         metadata={"description": "transient memory above the activations at the step's peak"}
     )
     runtime_overhead_bytes = fields.Float(metadata={"description": "stated: see assumptions"})
+    freed_before_peak_bytes = fields.Float(
+        metadata={
+            "description": "the lines above are never all alive at once: this much of their "
+            "sum is freed by the step's peak (total_bytes subtracts it)"
+        }
+    )
     total_bytes = fields.Float(metadata={"description": "per replica (one GPU, no sharding)"})
 
 

@@ -308,9 +308,7 @@ def _fit_general(rows: Sequence[FitRow], kappa: float | None) -> Coefficients:
     return _coefficients(x, any(r.mode.tf32 for r in rows))
 
 
-def _general_host(
-    workloads: Mapping[str, WorkloadFit], rows: Sequence[FitRow]
-) -> dict[str, float]:
+def _general_host(workloads: Mapping[str, WorkloadFit], rows: Sequence[FitRow]) -> dict[str, float]:
     """Per software generation, the median over the benchmarked workloads of their fixed
     time per step beyond their kernel launches: the training loop's host time a model
     never measured is assumed to have (a median, so that the few host-bound speech

@@ -30,10 +30,16 @@ class MemoryNeed:
     kv_cache_bytes: float
     temporary_peak_bytes: float
     runtime_overhead_bytes: float
+    # the lines above are never all alive at once: this much of their sum is freed by the
+    # step's peak (backward frees activations as it writes gradients)
+    freed_before_peak_bytes: float = 0.0
 
     @property
     def total_bytes(self) -> float:
-        return sum(getattr(self, f.name) for f in fields(self))
+        held = sum(
+            getattr(self, f.name) for f in fields(self) if f.name != "freed_before_peak_bytes"
+        )
+        return held - self.freed_before_peak_bytes
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MemoryNeed:
