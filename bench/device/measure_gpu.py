@@ -161,23 +161,23 @@ def causal_lm(kind: str, batch: int, seq: int, device: torch.device, smoke: bool
             config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=2, n_positions=seq)
         model = transformers.GPT2LMHeadModel(config)
     else:  # a TinyLlama-1.1B-shaped Llama
-        dims = dict(
-            hidden_size=2048,
-            intermediate_size=5632,
-            num_hidden_layers=22,
-            num_attention_heads=32,
-            num_key_value_heads=4,
-            vocab_size=32000,
-        )
+        dims = {
+            "hidden_size": 2048,
+            "intermediate_size": 5632,
+            "num_hidden_layers": 22,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 4,
+            "vocab_size": 32000,
+        }
         if smoke:
-            dims = dict(
-                hidden_size=64,
-                intermediate_size=128,
-                num_hidden_layers=2,
-                num_attention_heads=4,
-                num_key_value_heads=2,
-                vocab_size=1000,
-            )
+            dims = {
+                "hidden_size": 64,
+                "intermediate_size": 128,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+                "vocab_size": 1000,
+            }
         config = transformers.LlamaConfig(max_position_embeddings=seq, **dims)
         model = transformers.LlamaForCausalLM(config)
     vocab = config.vocab_size
@@ -207,32 +207,61 @@ def launch_probe(batch: int, device: torch.device):
 def plan(smoke: bool) -> list[dict[str, Any]]:
     if smoke:
         return [
-            dict(
-                name="bert-base-qa", builder="bert", size="base", precision="fp32", batch=2, seq=32
-            ),
-            dict(name="gpt2", builder="lm", kind="gpt2", precision="fp32", batch=2, seq=32),
-            dict(name="llama", builder="lm", kind="llama", precision="fp32", batch=2, seq=32),
-            dict(name="launch-probe", builder="probe", precision="fp32", batch=1),
+            {
+                "name": "bert-base-qa",
+                "builder": "bert",
+                "size": "base",
+                "precision": "fp32",
+                "batch": 2,
+                "seq": 32,
+            },
+            {
+                "name": "gpt2",
+                "builder": "lm",
+                "kind": "gpt2",
+                "precision": "fp32",
+                "batch": 2,
+                "seq": 32,
+            },
+            {
+                "name": "llama",
+                "builder": "lm",
+                "kind": "llama",
+                "precision": "fp32",
+                "batch": 2,
+                "seq": 32,
+            },
+            {"name": "launch-probe", "builder": "probe", "precision": "fp32", "batch": 1},
         ]
     runs = []
     for precision, batches in (("fp16", (64, 256, 1280)), ("fp32", (256, 640)), ("bf16", (256,))):
         for b in batches:
             runs.append(
-                dict(name="resnet50", builder="resnet", depth=50, precision=precision, batch=b)
+                {
+                    "name": "resnet50",
+                    "builder": "resnet",
+                    "depth": 50,
+                    "precision": precision,
+                    "batch": b,
+                }
             )
     runs.append(
-        dict(
-            name="resnet50-nchw",
-            builder="resnet",
-            depth=50,
-            precision="fp16",
-            batch=256,
-            channels_last=False,
-        )
+        {
+            "name": "resnet50-nchw",
+            "builder": "resnet",
+            "depth": 50,
+            "precision": "fp16",
+            "batch": 256,
+            "channels_last": False,
+        }
     )
     for b in (1, 8, 32):
-        runs.append(dict(name="resnet50", builder="resnet", depth=50, precision="fp16", batch=b))
-    runs.append(dict(name="resnet18", builder="resnet", depth=18, precision="fp32", batch=256))
+        runs.append(
+            {"name": "resnet50", "builder": "resnet", "depth": 50, "precision": "fp16", "batch": b}
+        )
+    runs.append(
+        {"name": "resnet18", "builder": "resnet", "depth": 18, "precision": "fp32", "batch": 256}
+    )
     for size, precision, batches in (
         ("large", "fp16", (8, 32, 112)),
         ("large", "fp32", (64,)),
@@ -241,32 +270,48 @@ def plan(smoke: bool) -> list[dict[str, Any]]:
     ):
         for b in batches:
             runs.append(
-                dict(
-                    name=f"bert-{size}-qa",
-                    builder="bert",
-                    size=size,
-                    precision=precision,
-                    batch=b,
-                    seq=384,
-                )
+                {
+                    "name": f"bert-{size}-qa",
+                    "builder": "bert",
+                    "size": size,
+                    "precision": precision,
+                    "batch": b,
+                    "seq": 384,
+                }
             )
     for b in (8, 16):
         runs.append(
-            dict(name="gpt2", builder="lm", kind="gpt2", precision="bf16", batch=b, seq=1024)
+            {
+                "name": "gpt2",
+                "builder": "lm",
+                "kind": "gpt2",
+                "precision": "bf16",
+                "batch": b,
+                "seq": 1024,
+            }
         )
-    runs.append(dict(name="gpt2", builder="lm", kind="gpt2", precision="fp32", batch=8, seq=1024))
+    runs.append(
+        {
+            "name": "gpt2",
+            "builder": "lm",
+            "kind": "gpt2",
+            "precision": "fp32",
+            "batch": 8,
+            "seq": 1024,
+        }
+    )
     for b in (2, 8):
         runs.append(
-            dict(
-                name="tinyllama-1.1b",
-                builder="lm",
-                kind="llama",
-                precision="bf16",
-                batch=b,
-                seq=2048,
-            )
+            {
+                "name": "tinyllama-1.1b",
+                "builder": "lm",
+                "kind": "llama",
+                "precision": "bf16",
+                "batch": b,
+                "seq": 2048,
+            }
         )
-    runs.append(dict(name="launch-probe", builder="probe", precision="fp32", batch=1))
+    runs.append({"name": "launch-probe", "builder": "probe", "precision": "fp32", "batch": 1})
     return runs
 
 
@@ -301,6 +346,7 @@ def device_info() -> dict[str, Any]:
             query = "name,driver_version,clocks.max.sm,clocks.max.mem,power.limit"
             info["nvidia_smi"] = subprocess.run(
                 ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"],
+                check=False,
                 capture_output=True,
                 text=True,
                 timeout=20,
@@ -365,10 +411,15 @@ def main() -> None:
             torch.cuda.empty_cache()
         path.write_text(json.dumps(result, indent=1))
     traced = [
-        dict(name="resnet50", builder="resnet", depth=50, precision="fp16", batch=256),
-        dict(
-            name="bert-large-qa", builder="bert", size="large", precision="fp16", batch=32, seq=384
-        ),
+        {"name": "resnet50", "builder": "resnet", "depth": 50, "precision": "fp16", "batch": 256},
+        {
+            "name": "bert-large-qa",
+            "builder": "bert",
+            "size": "large",
+            "precision": "fp16",
+            "batch": 32,
+            "seq": 384,
+        },
     ]
     if args.smoke:
         traced = [plan(True)[0]]

@@ -49,7 +49,8 @@ def _check(result: Estimate, label: str) -> None:
     assert step > 0, label
     assert result.interval.low < step < result.interval.high, label
     assert result.bound in BOUNDS, label
-    assert result.samples_per_s is not None and result.samples_per_s > 0, label
+    assert result.samples_per_s is not None, label
+    assert result.samples_per_s > 0, label
     assert result.memory is not None, label
     assert isinstance(result.memory.fits, bool), label
     assert result.memory.required_bytes > 0, label
@@ -142,11 +143,13 @@ class TestWhatNoGpuShortens:
         assert slow.bound == fast.bound == "input"
         assert slow.samples_per_s == pytest.approx(1500.0)
         assert fast.samples_per_s == pytest.approx(1500.0)
-        assert fast.breakdown is not None and fast.breakdown.input_wait_s > 0
+        assert fast.breakdown is not None
+        assert fast.breakdown.input_wait_s > 0
         assert any("faster GPU buys nothing" in a for a in slow.assumptions)
         free = estimate(EstimateRequest(p, h100), model, knowledge)
         assert free.bound != "input"
-        assert free.samples_per_s is not None and free.samples_per_s > 1500.0
+        assert free.samples_per_s is not None
+        assert free.samples_per_s > 1500.0
 
     def test_the_gpu_part_shrinks_and_the_fixed_part_stays(
         self, knowledge: Knowledge, catalog: Catalog, model: PerformanceModel
@@ -156,7 +159,8 @@ class TestWhatNoGpuShortens:
         a100 = knowledge.gpus["a100-sxm4-80gb"]
         slow = estimate(EstimateRequest(p, a100), model, knowledge).breakdown
         fast = estimate(EstimateRequest(p, _faster(a100, 4.0)), model, knowledge).breakdown
-        assert slow is not None and fast is not None
+        assert slow is not None
+        assert fast is not None
         assert fast.gpu_s < slow.gpu_s / 2
         assert fast.launch_s + fast.host_s == pytest.approx(slow.launch_s + slow.host_s)
         assert fast.single_gpu_step_s == pytest.approx(fast.gpu_s + fast.launch_s + fast.host_s)

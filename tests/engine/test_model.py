@@ -130,4 +130,4 @@ class TestRefit:
             errors.append(abs(obs.step_s / parts.total_s - 1))
         errors.sort()
         assert errors[len(errors) // 2] < 0.08
-        assert all(p > 0 for p in errors[:1] + [1.0])
+        assert errors[int(len(errors) * 0.9)] < 0.3

@@ -53,7 +53,8 @@ def test_two_apps_own_their_models(cache_copy: Path) -> None:
     two = create_app({"TESTING": True, "MODEL_DIR": str(cache_copy)})
     first = one.extensions["rightsize"].estimates
     second = two.extensions["rightsize"].estimates
-    assert first.built() is None and second.built() is None
+    assert first.built() is None
+    assert second.built() is None
     model = first.model()
     assert first.model() is model
     assert second.built() is None

@@ -97,10 +97,10 @@ class TestSplits:
 
         monkeypatch.setattr(PerformanceModel, "refit", spy)
         found = validation.forward(model, knowledge, 2022)
-        assert fitted_on and max(fitted_on[0]) < 2022
-        assert found and {knowledge.gpus[p.observation.gpu_id].release_year for p in found} >= {
-            2022
-        }
+        assert fitted_on
+        assert max(fitted_on[0]) < 2022
+        assert found
+        assert {knowledge.gpus[p.observation.gpu_id].release_year for p in found} >= {2022}
         assert all(knowledge.gpus[p.observation.gpu_id].release_year >= 2022 for p in found)
 
     def test_rank_agreement_follows_measured_order(self, model: PerformanceModel) -> None:
