@@ -171,8 +171,8 @@ class OpMix:
                 moved + entry["bytes_read"] + entry["bytes_written"],
             )
         stated = profile.get("launches")
-        if isinstance(stated, Mapping):
-            return cls(work, {str(k): float(v) for k, v in stated.items()})
+        if isinstance(stated, Mapping):  # by phase, and their "total"
+            return cls(work, {str(k): float(v) for k, v in stated.items() if k != "total"})
         launches: dict[str, float] = {}
         for op in profile.get("by_op", []):
             launches[op["phase"]] = launches.get(op["phase"], 0.0) + float(op.get("calls", 0))
