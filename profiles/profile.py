@@ -25,7 +25,7 @@ from profiles.runnable import Runnable
 from profiles.step import Measured, inference, train_step
 from profiles.workload import Workload
 
-PROFILER_VERSION = "1"
+PROFILER_VERSION = "2"
 DTYPES = {
     "fp32": torch.float32,
     "tf32": torch.float32,
@@ -76,10 +76,16 @@ class Memory:
     kv_cache_bytes: float
     temporary_peak_bytes: float
     runtime_overhead_bytes: float
+    # Training: gradients are written while backward frees the activations, so the lines
+    # above are never all alive at once; this much of their sum is freed at the step's peak.
+    freed_before_peak_bytes: float = 0.0
 
     @property
     def total_bytes(self) -> float:
-        return sum(asdict(self).values())
+        """The step's peak (the lines summed, less what is freed before it) plus overhead."""
+        lines = asdict(self)
+        freed = lines.pop("freed_before_peak_bytes")
+        return sum(lines.values()) - freed
 
 
 @dataclass
@@ -263,7 +269,12 @@ def _assemble(
     samples = workload.batch_size
     tokens = samples * runnable.tokens_per_sample(workload)
     flops = _flops_summary(workload, phases, samples, tokens)
-    transient = measured.activations_bytes + measured.temporary_peak_bytes + measured.kv_cache_bytes
+    transient = (
+        measured.activations_bytes
+        + measured.temporary_peak_bytes
+        + measured.kv_cache_bytes
+        - measured.freed_before_peak_bytes
+    )
     memory = Memory(
         parameters_bytes=weights,
         gradients_bytes=measured.gradient_bytes,
@@ -273,6 +284,7 @@ def _assemble(
         kv_cache_bytes=measured.kv_cache_bytes,
         temporary_peak_bytes=measured.temporary_peak_bytes,
         runtime_overhead_bytes=CONTEXT_BYTES + FRAGMENTATION * transient,
+        freed_before_peak_bytes=measured.freed_before_peak_bytes,
     )
     model_info = {
         "name": model.name,

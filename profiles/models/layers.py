@@ -309,8 +309,8 @@ class LayerListRunnable(Runnable):
             )
         size = (workload.batch_size, *shape)
         if self.spec.input == "tokens":
-            return (torch.zeros(size, dtype=torch.long, device=META),)
-        return (torch.empty(size, dtype=self.dtype, device=META),)
+            return (torch.zeros(size, dtype=torch.long, device=self.device),)
+        return (torch.empty(size, dtype=self.dtype, device=self.device),)
 
     def forward(self, inputs: tuple[Any, ...], ctx: StepContext) -> torch.Tensor:
         return self.module(inputs[0], ctx)[0]

@@ -285,6 +285,10 @@ class StepContext:
         scale = 1.0 / math.sqrt(q.shape[-1])
         causal = causal and q.shape[2] > 1
         if self.attention == "flash" and bias is None:
+            if q.device.type == "cpu":  # a real check on the CPU: the CPU's flash kernel
+                return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+                    q, k, v, 0.0, causal, scale=scale
+                )[0]
             return torch.ops.aten._scaled_dot_product_flash_attention(
                 q, k, v, 0.0, causal, False, scale=scale
             )[0]
