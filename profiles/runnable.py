@@ -112,7 +112,8 @@ class TransformerRunnable(Runnable):
         return self.module.logits(self.module.hidden_states(inputs[0], ctx, decoder))
 
     def loss(self, inputs: tuple[Any, ...], ctx: StepContext) -> torch.Tensor:
-        return self.module.loss(self.forward(inputs, ctx))
+        decoder = inputs[1] if len(inputs) > 1 else None
+        return self.module.training_loss(self.module.hidden_states(inputs[0], ctx, decoder))
 
     def decode(self, batch: int, ctx: StepContext) -> torch.Tensor:
         """One generated token per sequence, attending to everything cached so far."""

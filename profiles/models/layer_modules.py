@@ -102,15 +102,17 @@ class Region(Node):
 
 class Branch(Node):
     """Runs its body on the current tensor and passes the tensor on unchanged; the body's
-    output joins the loss and, when named, can feed a later ``heads`` layer."""
+    output joins the loss (held until the loss is taken, unless ``held`` is false) and,
+    when named, can feed a later ``heads`` layer."""
 
-    def __init__(self, body: Sequence, name: str | None) -> None:
+    def __init__(self, body: Sequence, name: str | None, held: bool = True) -> None:
         super().__init__()
-        self.body, self.name = body, name
+        self.body, self.name, self.held = body, name, held
 
     def forward(self, x: torch.Tensor, ctx: StepContext, state: RunState) -> torch.Tensor:
         y = self.body(x, ctx, state)
-        state.outputs.append(y)
+        # not held: reduced at once, so the output is freed as the reference frees it
+        state.outputs.append(y if self.held else y.float().mean())
         if self.name:
             state.taps[self.name] = y
         return x
@@ -233,6 +235,24 @@ class BatchNorm(nn.BatchNorm1d):
             self.eps,
             False,
         )
+
+
+class FrozenBatchNorm(nn.Module):
+    """Batch norm with fixed statistics and affine weights (detectors' ``FrozenBatchNorm2d``):
+    a per-channel scale and shift held as buffers, so no weights to train and only the
+    (per-channel) scale saved for backward."""
+
+    scale: torch.Tensor
+    shift: torch.Tensor
+
+    def __init__(self, channels: int, device: torch.device, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.register_buffer("scale", torch.empty(channels, device=device, dtype=dtype))
+        self.register_buffer("shift", torch.empty(channels, device=device, dtype=dtype))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = (1, -1) + (1,) * (x.dim() - 2)
+        return x * self.scale.view(shape) + self.shift.view(shape)
 
 
 class GlobalAvgPool(nn.Module):

@@ -61,6 +61,11 @@ class TransformerSpec:
     relative_buckets: int = 32  # T5 relative attention bias buckets
     audio_frontend: int = 0  # Whisper: mel bins into two conv1d layers (0: none)
     encoder_positions: int = 0  # Whisper: encoder learned positions
+    # adaptive input and softmax (Transformer-XL; see profiles.models.adaptive): cluster
+    # boundaries, the width divisor per cluster, the share of target tokens per tail cluster
+    adaptive_cutoffs: tuple[int, ...] = ()
+    adaptive_div_val: int = 1
+    adaptive_tail_shares: tuple[float, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -23,6 +23,52 @@ from profiles.profile import DTYPES, Memory, profile
 from profiles.workload import Workload, WorkloadSchema
 
 TOLERANCE = 0.10
+SMALL_ADAPTIVE = {
+    "family": "transformer",
+    "layers": 2,
+    "hidden": 256,
+    "heads": 4,
+    "ffn": 1024,
+    "vocab": 50000,
+    "norm": "layernorm",
+    "activation": "relu",
+    "gated": False,
+    "position": "none",
+    "tie_embeddings": True,
+    "adaptive_cutoffs": [5000, 10000, 40000],
+    "adaptive_tail_shares": [0.05, 0.12, 0.02],
+}
+FROZEN_BACKBONE = {
+    "input_shape": [3, 128, 128],
+    "layers": [
+        {
+            "type": "group",
+            "frozen": True,
+            "layers": [
+                {"type": "conv2d", "out_channels": 32, "kernel": 7, "stride": 2, "bias": False},
+                {"type": "frozen_batchnorm"},
+                {"type": "relu"},
+            ],
+        },
+        {
+            "type": "branch",
+            "name": "p2",
+            "layers": [{"type": "conv2d", "out_channels": 64, "kernel": 1}],
+        },
+        {"type": "conv2d", "out_channels": 64, "kernel": 3, "stride": 2, "bias": False},
+        {"type": "frozen_batchnorm"},
+        {"type": "relu"},
+        {
+            "type": "heads",
+            "from": ["p2"],
+            "layers": [
+                {"type": "roi_align", "rois": 16, "output_size": 7},
+                {"type": "flatten"},
+                {"type": "linear", "out_features": 256},
+            ],
+        },
+    ],
+}
 SMALL_LLAMA = {
     "model_type": "llama",
     "num_hidden_layers": 4,
@@ -86,6 +132,14 @@ class TestConvolutionNetworks:
         assert step_bytes(counted) == pytest.approx(real, rel=TOLERANCE)
 
 
+class TestLayerLists:
+    def test_frozen_layers_save_nothing_for_backward(self, catalog: Catalog) -> None:
+        counted, real = counted_and_real(
+            catalog, FROZEN_BACKBONE, batch_size=2, optimizer="sgd+momentum"
+        )
+        assert step_bytes(counted) == pytest.approx(real, rel=TOLERANCE)
+
+
 class TestTransformers:
     @pytest.mark.parametrize(
         ("description", "fields"),
@@ -99,6 +153,16 @@ class TestTransformers:
                 {"name": "gpt2"},
                 {"batch_size": 2, "seq_len": 128, "optimizer": "adamw"},
                 id="gpt2-b2-s128",
+            ),
+            pytest.param(
+                SMALL_ADAPTIVE,
+                {"batch_size": 2, "seq_len": 128, "optimizer": "adam"},
+                id="adaptive-softmax-div1-b2-s128",
+            ),
+            pytest.param(
+                {**SMALL_ADAPTIVE, "adaptive_div_val": 4},
+                {"batch_size": 2, "seq_len": 128, "optimizer": "adam"},
+                id="adaptive-softmax-div4-b2-s128",
             ),
             pytest.param(
                 {"hf_config": SMALL_LLAMA},
