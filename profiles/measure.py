@@ -59,35 +59,50 @@ def _walk(nodes: Iterable[Any]) -> Iterator[Any]:
         yield from _walk(node.children)
 
 
+def _materialise(runnable: Runnable, workload: Workload, device: str) -> torch.optim.Optimizer:
+    """Weights on ``device``, and the optimizer with its states already made."""
+    module = runnable.module.to_empty(device=device)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.uniform_(-0.02, 0.02)
+    params = [p for p in module.parameters() if p.requires_grad]
+    optimizer = optimizer_for(workload.optimizer or "adamw", params)
+    for p in params:
+        p.grad = torch.zeros_like(p)
+    optimizer.step()  # creates the states
+    optimizer.zero_grad(set_to_none=True)
+    return optimizer
+
+
+def _step(runnable: Runnable, workload: Workload, optimizer: torch.optim.Optimizer) -> None:
+    ctx = StepContext(workload.attention, workload.activation_checkpointing)
+    loss = runnable.loss(runnable.inputs(workload), ctx)
+    ctx.release()
+    loss.backward()
+    del loss
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
 def real_step_peak(runnable: Runnable, workload: Workload, device: str = "cpu") -> MeasuredPeak:
     """Materialise ``runnable`` (built on the meta device) on ``device`` and train one step.
 
-    The module is moved in place: the runnable cannot be counted on the meta device again.
+    On the CPU the peak comes from torch.profiler's memory events; on a CUDA device from
+    the caching allocator's own statistics (``torch.cuda.max_memory_allocated``). The
+    module is moved in place: the runnable cannot be counted on the meta device again.
     """
-    activities = [ProfilerActivity.CPU]
     if device.startswith("cuda"):
-        activities.append(ProfilerActivity.CUDA)
-    with allocator_profile(activities=activities, profile_memory=True) as prof:
-        module = runnable.module.to_empty(device=device)
-        with torch.no_grad():
-            for p in module.parameters():
-                p.uniform_(-0.02, 0.02)
-        params = [p for p in module.parameters() if p.requires_grad]
-        optimizer = optimizer_for(workload.optimizer or "adamw", params)
-        for p in params:
-            p.grad = torch.zeros_like(p)
-        optimizer.step()  # creates the states
-        optimizer.zero_grad(set_to_none=True)
+        optimizer = _materialise(runnable, workload, device)
+        torch.cuda.synchronize(device)
+        start = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        _step(runnable, workload, optimizer)
+        torch.cuda.synchronize(device)
+        return MeasuredPeak(start, torch.cuda.max_memory_allocated(device))
+    with allocator_profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        optimizer = _materialise(runnable, workload, device)
         with record_function(_STEP):
-            ctx = StepContext(workload.attention, workload.activation_checkpointing)
-            loss = runnable.loss(runnable.inputs(workload), ctx)
-            ctx.release()
-            loss.backward()
-            del loss
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            if device.startswith("cuda"):
-                torch.cuda.synchronize()
+            _step(runnable, workload, optimizer)
     nodes = list(_walk(prof.profiler.kineto_results.experimental_event_tree()))
     step = next(n for n in nodes if n.name == _STEP)
     events = sorted(
