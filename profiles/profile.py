@@ -11,13 +11,13 @@ import hashlib
 import json
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
 
 from profiles.build import build
-from profiles.counting import KINDS, ProfileTimeout, Totals
+from profiles.counting import KERNELS_PER_TIME_STEP, KINDS, ProfileTimeout, Totals
 from profiles.description import ResolvedModel
 from profiles.errors import InvalidDescription, ProfileTooSlow
 from profiles.lora import NF4_BYTES_PER_PARAMETER, apply_lora
@@ -104,6 +104,9 @@ class Profile:
     dataset: dict[str, float | None]
     assumptions: list[str]
     seconds: float = 0.0
+    # Kernels launched, per phase and in all ("total": one training step; for inference
+    # the prefill and every decode step, each costed as the mean of the first and last).
+    launches: dict[str, float] = field(default_factory=dict)
 
     @property
     def arithmetic_intensity(self) -> float | None:
@@ -311,7 +314,19 @@ def _assemble(
         dataset=_dataset(workload, flops, runnable.tokens_per_sample(workload)),
         assumptions=assumptions(model, workload),
         seconds=round(seconds, 4),
+        launches=_launches(workload, measured.launches),
     )
+
+
+def _launches(workload: Workload, phases: dict[str, int]) -> dict[str, float]:
+    out: dict[str, float] = {name: float(n) for name, n in phases.items()}
+    if workload.trains:
+        out["total"] = float(sum(phases.values()))
+        return out
+    output = workload.output_tokens or 0
+    decode = (phases.get("decode-first", 0) + phases.get("decode-last", 0)) / 2 if output else 0
+    out["total"] = phases.get("prefill", 0) + decode * output
+    return out
 
 
 def _active_parameters(model: ResolvedModel, total: float) -> float:
@@ -422,6 +437,12 @@ def assumptions(model: ResolvedModel, workload: Workload) -> list[str]:
     out.append(
         "elementwise FLOPs approximated: 1 per output element (norms 5, reductions 2); "
         "matrix multiply, convolution and attention FLOPs are exact"
+    )
+    out.append(
+        "kernel launches: one per dispatched operator that does work (eager PyTorch: no CUDA "
+        "graphs, no compiler fusion), one fused optimizer kernel per parameter, and for "
+        f"LSTM/GRU layers {KERNELS_PER_TIME_STEP} kernels per time step, layer and direction "
+        "(cuDNN), in forward and again in backward"
     )
     out.append(
         f"runtime overhead: {CONTEXT_BYTES // 2**20} MiB CUDA context and workspaces "

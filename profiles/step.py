@@ -1,6 +1,8 @@
 """Run one counted step on the meta device: training (forward, backward, optimizer) or
 inference (prefill, then a decode step at the first and at the last generated position).
-The optimizer update is accounted by :mod:`profiles.optimizers`.
+The optimizer update is accounted by :mod:`profiles.optimizers` (one fused kernel per
+parameter). Kernel launches are the dispatched ops that do work plus the per-time-step
+kernels of recurrences (see :meth:`~profiles.counting.StepCounter.recurrence`).
 
 Memory is read off the storage log of :class:`~profiles.counting.StepCounter`:
 activations are the bytes still alive when the forward pass ends (what autograd holds for
@@ -36,6 +38,7 @@ class Measured:
     master_weight_bytes: int = 0
     gradient_bytes: int = 0
     kv_cache_bytes: int = 0
+    launches: dict[str, int] = field(default_factory=dict)  # kernels per phase
     notes: list[str] = field(default_factory=list)
 
 
@@ -55,6 +58,7 @@ def train_step(
     params = [p for p in module.parameters() if p.requires_grad]
     counter = StepCounter({_key(p) for p in module.parameters()}, deadline)
     ctx = StepContext(workload.attention, workload.activation_checkpointing)
+    ctx.on_recurrence = counter.recurrence
     with counter:
         counter.phase = "forward"
         loss = runnable.loss(runnable.inputs(workload), ctx)
@@ -90,6 +94,7 @@ def train_step(
         optimizer_state_bytes=round(update.state_bytes),
         master_weight_bytes=round(update.master_bytes),
         gradient_bytes=gradient_bytes,
+        launches={**counter.launches(), "optimizer": len(params)},
     )
 
 
@@ -105,6 +110,7 @@ def inference(runnable: Runnable, workload: Workload, deadline: float | None) ->
     output = workload.output_tokens or 0
     with torch.no_grad(), counter:
         ctx = StepContext(workload.attention)
+        ctx.on_recurrence = counter.recurrence
         ctx.use_cache = runnable.generative and output > 0
         inputs = runnable.inputs(workload)
         decoder_prompt = runnable.decoder_prompt(inputs)
@@ -130,4 +136,5 @@ def inference(runnable: Runnable, workload: Workload, deadline: float | None) ->
         by_op=dict(counter.by_op),
         temporary_peak_bytes=max(peak - kv_bytes, 0),
         kv_cache_bytes=kv_bytes,
+        launches=counter.launches(),
     )

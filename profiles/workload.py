@@ -51,7 +51,7 @@ class Workload:
 
 def _int(low: int, high: int, description: str) -> fields.Integer:
     return fields.Integer(
-        validate=validate.Range(low, high, error=f"must be between {low:,} and {high:,}"),
+        validate=validate.Range(low, high, error=f"must be between {low} and {high}"),
         metadata={"description": description},
         strict=True,
     )

@@ -163,7 +163,7 @@ def _shifted(t: torch.Tensor) -> torch.Tensor:
     return F.pad(t[:, :-1], (0, 0, 1, 0))
 
 
-class Recurrent(nn.Module):
+class Recurrent(Node):
     """An ``nn.LSTM`` / ``nn.GRU`` (its weights, batch first) over ``[T, F]``.
 
     Run step by step on the meta device, torch's recurrence dispatches some 30 ops per
@@ -173,7 +173,8 @@ class Recurrent(nn.Module):
     recurrent, forward and backward), every gate activation and the tensors saved for
     backward have the sizes of the real recurrence (backward also charges one step's
     gradient into the zero initial state, which torch skips); only the dependence of step
-    t on step t-1 is cut, and no count depends on it.
+    t on step t-1 is cut, and no count depends on it but the kernel launches: a real run
+    launches kernels per time step, which ``ctx.on_recurrence`` is told of.
     """
 
     def __init__(self, rnn: nn.LSTM | nn.GRU) -> None:
@@ -200,8 +201,9 @@ class Recurrent(nn.Module):
         n = torch.tanh(ni + torch.sigmoid(ri + rh) * nh)
         return n + z * (h_prev - n)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, ctx: StepContext, state: RunState) -> torch.Tensor:
         suffixes = ("", "_reverse") if self.rnn.bidirectional else ("",)
+        ctx.on_recurrence(x.shape[1] * self.rnn.num_layers * len(suffixes))
         for layer in range(self.rnn.num_layers):
             outs = [self._direction(x, layer, s) for s in suffixes]
             x = outs[0] if len(outs) == 1 else torch.cat(outs, dim=-1)

@@ -11,6 +11,7 @@ meta device there is no data to route by).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -264,6 +265,8 @@ class StepContext:
         self.capacity = 0
         self.position_offset = 0
         self._rope: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
+        # told of recurrences run side by side (time steps x layers x directions)
+        self.on_recurrence: Callable[[int], None] = lambda steps: None
 
     def rope(self, s: int, d: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         key = (self.position_offset + s, d)
