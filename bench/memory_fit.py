@@ -7,7 +7,9 @@ its configuration (workload, precision, batch per GPU, GPU) must fit: the profil
 The profile's shape is the workload's in ``knowledge/data/workloads.yaml``; precision fp16
 means mixed precision (profile fp16), fp32 means fp32.
 
-Prints the share that fits per workload and the worst misses (estimate over usable).
+Prints the share that fits per workload, the fullest configuration of each (a workload
+whose fullest run is far below 1 has its memory underestimated or ran with room to spare)
+and the worst misses (estimate over usable).
 
 Run: .venv/bin/python bench/memory_fit.py [--workload ID ...] [--worst N]
 """
@@ -116,6 +118,12 @@ def main() -> None:
         key=lambda r: r[1].total_bytes / r[2],
         reverse=True,
     )
+    ratios: dict[str, float] = defaultdict(float)
+    for c, memory, usable in results:
+        ratios[c.workload] = max(ratios[c.workload], memory.total_bytes / usable)
+    print("\nfullest configuration per workload (estimate / usable):")
+    for wid, ratio in sorted(ratios.items()):
+        print(f"  {wid:28s} {ratio:5.2f}")
     if misses:
         print(f"\nworst misses (estimate / usable; {len(misses)} in all):")
     for c, memory, usable in misses[: args.worst]:
