@@ -38,11 +38,29 @@ def layer_parameters(spec: TransformerSpec) -> int:
     return attn + mlp + norms * _norm(spec)
 
 
+def _adaptive_tables(spec: TransformerSpec) -> tuple[int, int]:
+    """(embedding weights, tail projection weights) of an adaptive input (tied softmax)."""
+    d, bounds = spec.hidden, (0, *spec.adaptive_cutoffs, spec.vocab)
+    if spec.adaptive_div_val == 1:
+        return spec.vocab * d, 0
+    widths = [d // spec.adaptive_div_val**i for i in range(len(bounds) - 1)]
+    tables = sum((hi - lo) * w for lo, hi, w in zip(bounds, bounds[1:], widths, strict=False))
+    return tables, sum(d * w for w in widths[1:] if w != d)
+
+
+def _embedding(spec: TransformerSpec) -> int:
+    if not spec.adaptive_cutoffs:
+        return spec.vocab * spec.hidden
+    tables, projections = _adaptive_tables(spec)
+    clusters = len(spec.adaptive_cutoffs)
+    return tables + projections + spec.vocab + clusters * (spec.hidden + 1)
+
+
 def parameters(spec: TransformerSpec) -> int:
     """Exact parameter count of :class:`~profiles.models.stacks.TransformerModel`."""
     _covered(spec)
     d = spec.hidden
-    total = spec.vocab * d + spec.layers * layer_parameters(spec)
+    total = _embedding(spec) + spec.layers * layer_parameters(spec)
     if spec.position == "learned":
         total += spec.max_positions * d
     total += spec.type_vocab * d
@@ -60,7 +78,9 @@ def parameters(spec: TransformerSpec) -> int:
 
 def matmul_flops_per_token(spec: TransformerSpec) -> float:
     """Forward FLOPs of the linear layers for one token (2 per multiply-add), the LM head
-    included; MoE layers count the router and the top-k experts a token visits."""
+    included (over the whole vocabulary, also for an adaptive softmax, which in training
+    scores only the head and a share of the tails); MoE layers count the router and the
+    top-k experts a token visits."""
     _covered(spec)
     d, hd = spec.hidden, spec.d_head
     attn = d * hd * (2 * spec.heads + 2 * spec.n_kv_heads)
@@ -68,6 +88,8 @@ def matmul_flops_per_token(spec: TransformerSpec) -> float:
     if spec.moe_experts:
         mlp = mlp * spec.moe_top_k + d * spec.moe_experts
     head = spec.vocab * d if spec.head == "lm" else 0
+    if spec.adaptive_cutoffs:  # the whole vocabulary, as inference scores it
+        head = sum(_adaptive_tables(spec))
     return 2.0 * (spec.layers * (attn + mlp) + head)
 
 

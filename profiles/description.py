@@ -7,6 +7,7 @@ here, before anything is built.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +77,11 @@ class TransformerFields(Strict):
     relative_buckets = _pos(10_000)
     audio_frontend = fields.Integer(validate=validate.Range(0, 10_000), strict=True)
     encoder_positions = fields.Integer(validate=validate.Range(0, 10_000_000), strict=True)
+    adaptive_cutoffs = fields.List(_pos(MAX_VOCAB), validate=validate.Length(1, 16))
+    adaptive_div_val = _pos(64)
+    adaptive_tail_shares = fields.List(
+        fields.Float(validate=validate.Range(0, 1)), validate=validate.Length(1, 16)
+    )
 
     @validates_schema
     def _shapes(self, data: dict[str, Any], **_: Any) -> None:
@@ -98,6 +104,32 @@ class TransformerFields(Strict):
             raise ValidationError("learned positions need max_positions", "max_positions")
         if data.get("head") == "classifier" and not data.get("num_classes"):
             raise ValidationError("a classifier head needs num_classes", "num_classes")
+        self._adaptive(data)
+
+    def _adaptive(self, data: dict[str, Any]) -> None:
+        cutoffs = data.get("adaptive_cutoffs")
+        shares = data.get("adaptive_tail_shares")
+        if cutoffs is None:
+            if shares is not None or "adaptive_div_val" in data:
+                raise ValidationError("needs adaptive_cutoffs", "adaptive_cutoffs")
+            return
+        bounds = [0, *cutoffs, data["vocab"]]
+        if any(a >= b for a, b in itertools.pairwise(bounds)):
+            raise ValidationError(
+                "cutoffs must rise strictly between 0 and vocab", "adaptive_cutoffs"
+            )
+        if shares is None or len(shares) != len(cutoffs) or sum(shares) >= 1:
+            raise ValidationError(
+                "one share of the tokens per tail cluster (as many as cutoffs), below 1 in all",
+                "adaptive_tail_shares",
+            )
+        if data.get("arch", "decoder") != "decoder" or data.get("head", "lm") != "lm":
+            raise ValidationError("adaptive softmax is for decoder language models", "arch")
+        if not data.get("tie_embeddings"):
+            raise ValidationError(
+                "the adaptive softmax shares the adaptive input's weights: set tie_embeddings",
+                "tie_embeddings",
+            )
 
 
 class ResNetFields(Strict):
@@ -171,6 +203,9 @@ def _transformer(data: dict[str, Any]) -> ResolvedModel:
         fields_["decoder_layers"] = fields_.get("decoder_layers") or fields_["layers"]
     else:
         fields_.pop("decoder_layers", None)
+    for key in ("adaptive_cutoffs", "adaptive_tail_shares"):
+        if key in fields_:
+            fields_[key] = tuple(fields_[key])
     spec = TransformerSpec(**fields_)
     total = transformer_parameters(spec)
     if total > MAX_PARAMETERS:

@@ -11,13 +11,13 @@ import hashlib
 import json
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
 
 from profiles.build import build
-from profiles.counting import KINDS, ProfileTimeout, Totals
+from profiles.counting import KERNELS_PER_TIME_STEP, KINDS, ProfileTimeout, Totals
 from profiles.description import ResolvedModel
 from profiles.errors import InvalidDescription, ProfileTooSlow
 from profiles.lora import NF4_BYTES_PER_PARAMETER, apply_lora
@@ -25,7 +25,7 @@ from profiles.runnable import Runnable
 from profiles.step import Measured, inference, train_step
 from profiles.workload import Workload
 
-PROFILER_VERSION = "1"
+PROFILER_VERSION = "2"
 DTYPES = {
     "fp32": torch.float32,
     "tf32": torch.float32,
@@ -76,10 +76,16 @@ class Memory:
     kv_cache_bytes: float
     temporary_peak_bytes: float
     runtime_overhead_bytes: float
+    # Training: gradients are written while backward frees the activations, so the lines
+    # above are never all alive at once; this much of their sum is freed at the step's peak.
+    freed_before_peak_bytes: float = 0.0
 
     @property
     def total_bytes(self) -> float:
-        return sum(asdict(self).values())
+        """The step's peak (the lines summed, less what is freed before it) plus overhead."""
+        lines = asdict(self)
+        freed = lines.pop("freed_before_peak_bytes")
+        return sum(lines.values()) - freed
 
 
 @dataclass
@@ -98,6 +104,9 @@ class Profile:
     dataset: dict[str, float | None]
     assumptions: list[str]
     seconds: float = 0.0
+    # Kernels launched, per phase and in all ("total": one training step; for inference
+    # the prefill and every decode step, each costed as the mean of the first and last).
+    launches: dict[str, float] = field(default_factory=dict)
 
     @property
     def arithmetic_intensity(self) -> float | None:
@@ -263,7 +272,12 @@ def _assemble(
     samples = workload.batch_size
     tokens = samples * runnable.tokens_per_sample(workload)
     flops = _flops_summary(workload, phases, samples, tokens)
-    transient = measured.activations_bytes + measured.temporary_peak_bytes + measured.kv_cache_bytes
+    transient = (
+        measured.activations_bytes
+        + measured.temporary_peak_bytes
+        + measured.kv_cache_bytes
+        - measured.freed_before_peak_bytes
+    )
     memory = Memory(
         parameters_bytes=weights,
         gradients_bytes=measured.gradient_bytes,
@@ -273,6 +287,7 @@ def _assemble(
         kv_cache_bytes=measured.kv_cache_bytes,
         temporary_peak_bytes=measured.temporary_peak_bytes,
         runtime_overhead_bytes=CONTEXT_BYTES + FRAGMENTATION * transient,
+        freed_before_peak_bytes=measured.freed_before_peak_bytes,
     )
     model_info = {
         "name": model.name,
@@ -299,7 +314,19 @@ def _assemble(
         dataset=_dataset(workload, flops, runnable.tokens_per_sample(workload)),
         assumptions=assumptions(model, workload),
         seconds=round(seconds, 4),
+        launches=_launches(workload, measured.launches),
     )
+
+
+def _launches(workload: Workload, phases: dict[str, int]) -> dict[str, float]:
+    out: dict[str, float] = {name: float(n) for name, n in phases.items()}
+    if workload.trains:
+        out["total"] = float(sum(phases.values()))
+        return out
+    output = workload.output_tokens or 0
+    decode = (phases.get("decode-first", 0) + phases.get("decode-last", 0)) / 2 if output else 0
+    out["total"] = phases.get("prefill", 0) + decode * output
+    return out
 
 
 def _active_parameters(model: ResolvedModel, total: float) -> float:
@@ -410,6 +437,12 @@ def assumptions(model: ResolvedModel, workload: Workload) -> list[str]:
     out.append(
         "elementwise FLOPs approximated: 1 per output element (norms 5, reductions 2); "
         "matrix multiply, convolution and attention FLOPs are exact"
+    )
+    out.append(
+        "kernel launches: one per dispatched operator that does work (eager PyTorch: no CUDA "
+        "graphs, no compiler fusion), one fused optimizer kernel per parameter, and for "
+        f"LSTM/GRU layers {KERNELS_PER_TIME_STEP} kernels per time step, layer and direction "
+        "(cuDNN), in forward and again in backward"
     )
     out.append(
         f"runtime overhead: {CONTEXT_BYTES // 2**20} MiB CUDA context and workspaces "

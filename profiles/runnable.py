@@ -13,8 +13,6 @@ from profiles.models.stacks import TransformerModel
 from profiles.models.transformer import StepContext
 from profiles.workload import Workload
 
-META = torch.device("meta")
-
 
 @dataclass
 class Runnable:
@@ -24,6 +22,11 @@ class Runnable:
     generative: bool = False
     image_size: int | None = None
     channels: int = 3
+
+    @property
+    def device(self) -> torch.device:
+        """Where the module lives: meta when counting, the CPU for a real check."""
+        return next(self.module.parameters()).device
 
     def tokens_per_sample(self, workload: Workload) -> int:
         return 1
@@ -36,7 +39,7 @@ class Runnable:
                 self.channels,
                 size,
                 size,
-                device=META,
+                device=self.device,
                 dtype=next(self.module.parameters()).dtype,
             ),
         )
@@ -44,7 +47,7 @@ class Runnable:
     def loss(self, inputs: tuple[Any, ...], ctx: StepContext) -> torch.Tensor:
         """Cross-entropy of the class logits (one label per sample)."""
         logits = self.forward(inputs, ctx)
-        target = torch.zeros(logits.shape[0], dtype=torch.long, device=META)
+        target = torch.zeros(logits.shape[0], dtype=torch.long, device=logits.device)
         return F.cross_entropy(logits.float(), target)
 
     def forward(self, inputs: tuple[Any, ...], ctx: StepContext) -> torch.Tensor:
@@ -72,7 +75,7 @@ class TransformerRunnable(Runnable):
         super().__init__(module, generative=module.spec.head == "lm")
 
     def _tokens(self, batch: int, length: int) -> torch.Tensor:
-        return torch.zeros(batch, length, dtype=torch.long, device=META)
+        return torch.zeros(batch, length, dtype=torch.long, device=self.device)
 
     def tokens_per_sample(self, workload: Workload) -> int:
         if workload.trains:
@@ -87,7 +90,11 @@ class TransformerRunnable(Runnable):
         if spec.audio_frontend:
             dtype = self.module.embed.weight.dtype
             mel = torch.empty(
-                batch, spec.audio_frontend, 2 * spec.encoder_positions, device=META, dtype=dtype
+                batch,
+                spec.audio_frontend,
+                2 * spec.encoder_positions,
+                device=self.device,
+                dtype=dtype,
             )
             return mel, self._tokens(batch, length)
         if spec.arch == "encoder-decoder":
@@ -105,7 +112,8 @@ class TransformerRunnable(Runnable):
         return self.module.logits(self.module.hidden_states(inputs[0], ctx, decoder))
 
     def loss(self, inputs: tuple[Any, ...], ctx: StepContext) -> torch.Tensor:
-        return self.module.loss(self.forward(inputs, ctx))
+        decoder = inputs[1] if len(inputs) > 1 else None
+        return self.module.training_loss(self.module.hidden_states(inputs[0], ctx, decoder))
 
     def decode(self, batch: int, ctx: StepContext) -> torch.Tensor:
         """One generated token per sequence, attending to everything cached so far."""

@@ -102,15 +102,17 @@ class Region(Node):
 
 class Branch(Node):
     """Runs its body on the current tensor and passes the tensor on unchanged; the body's
-    output joins the loss and, when named, can feed a later ``heads`` layer."""
+    output joins the loss (held until the loss is taken, unless ``held`` is false) and,
+    when named, can feed a later ``heads`` layer."""
 
-    def __init__(self, body: Sequence, name: str | None) -> None:
+    def __init__(self, body: Sequence, name: str | None, held: bool = True) -> None:
         super().__init__()
-        self.body, self.name = body, name
+        self.body, self.name, self.held = body, name, held
 
     def forward(self, x: torch.Tensor, ctx: StepContext, state: RunState) -> torch.Tensor:
         y = self.body(x, ctx, state)
-        state.outputs.append(y)
+        # not held: reduced at once, so the output is freed as the reference frees it
+        state.outputs.append(y if self.held else y.float().mean())
         if self.name:
             state.taps[self.name] = y
         return x
@@ -161,7 +163,7 @@ def _shifted(t: torch.Tensor) -> torch.Tensor:
     return F.pad(t[:, :-1], (0, 0, 1, 0))
 
 
-class Recurrent(nn.Module):
+class Recurrent(Node):
     """An ``nn.LSTM`` / ``nn.GRU`` (its weights, batch first) over ``[T, F]``.
 
     Run step by step on the meta device, torch's recurrence dispatches some 30 ops per
@@ -171,7 +173,8 @@ class Recurrent(nn.Module):
     recurrent, forward and backward), every gate activation and the tensors saved for
     backward have the sizes of the real recurrence (backward also charges one step's
     gradient into the zero initial state, which torch skips); only the dependence of step
-    t on step t-1 is cut, and no count depends on it.
+    t on step t-1 is cut, and no count depends on it but the kernel launches: a real run
+    launches kernels per time step, which ``ctx.on_recurrence`` is told of.
     """
 
     def __init__(self, rnn: nn.LSTM | nn.GRU) -> None:
@@ -198,8 +201,9 @@ class Recurrent(nn.Module):
         n = torch.tanh(ni + torch.sigmoid(ri + rh) * nh)
         return n + z * (h_prev - n)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, ctx: StepContext, state: RunState) -> torch.Tensor:
         suffixes = ("", "_reverse") if self.rnn.bidirectional else ("",)
+        ctx.on_recurrence(x.shape[1] * self.rnn.num_layers * len(suffixes))
         for layer in range(self.rnn.num_layers):
             outs = [self._direction(x, layer, s) for s in suffixes]
             x = outs[0] if len(outs) == 1 else torch.cat(outs, dim=-1)
@@ -233,6 +237,24 @@ class BatchNorm(nn.BatchNorm1d):
             self.eps,
             False,
         )
+
+
+class FrozenBatchNorm(nn.Module):
+    """Batch norm with fixed statistics and affine weights (detectors' ``FrozenBatchNorm2d``):
+    a per-channel scale and shift held as buffers, so no weights to train and only the
+    (per-channel) scale saved for backward."""
+
+    scale: torch.Tensor
+    shift: torch.Tensor
+
+    def __init__(self, channels: int, device: torch.device, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.register_buffer("scale", torch.empty(channels, device=device, dtype=dtype))
+        self.register_buffer("shift", torch.empty(channels, device=device, dtype=dtype))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = (1, -1) + (1,) * (x.dim() - 2)
+        return x * self.scale.view(shape) + self.shift.view(shape)
 
 
 class GlobalAvgPool(nn.Module):

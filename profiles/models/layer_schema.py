@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from marshmallow import Schema, fields, validate
+from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
 from profiles.description import MAX_WIDTH
 from profiles.errors import InvalidDescription, LimitExceeded
@@ -161,10 +161,16 @@ class RoIAlignLayer(Strict):
 
 
 class GroupLayer(Strict):
-    """A nested list run in place (a named part, for reuse through YAML anchors)."""
+    """A nested list run in place (a named part, for reuse through YAML anchors).
+
+    ``frozen``: its weights are not trained (no gradients, no optimizer states), as a
+    detector's pretrained stem is; with nothing trainable before it, backward never
+    reaches it, so it saves nothing for backward.
+    """
 
     type = _type()
     layers = _nested(required=True, validate=validate.Length(min=1))
+    frozen = fields.Boolean(load_default=False)
 
 
 class ResidualLayer(Strict):
@@ -186,9 +192,19 @@ class RepeatLayer(Strict):
 
 
 class BranchLayer(Strict):
+    """``held: false``: the output joins the loss as soon as it is made (a running sum, as a
+    skip connection's accumulator or a conditioning input added in place), instead of being
+    held until the loss as detection heads' outputs are."""
+
     type = _type()
     layers = _nested(required=True, validate=validate.Length(min=1))
     name = fields.String(validate=validate.Regexp(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$"))
+    held = fields.Boolean(load_default=True)
+
+    @validates_schema
+    def _named_is_held(self, data: dict[str, Any], **_: Any) -> None:
+        if "name" in data and not data["held"]:
+            raise ValidationError("a named branch feeds heads later: it must be held", "held")
 
 
 class HeadsLayer(Strict):
@@ -208,6 +224,7 @@ def _schemas() -> dict[str, type[Schema]]:
         "layernorm",
         "rmsnorm",
         "batchnorm",
+        "frozen_batchnorm",
         "relu",
         "gelu",
         "silu",

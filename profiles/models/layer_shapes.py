@@ -54,6 +54,7 @@ def _rank_wanted(kind: str) -> tuple[set[int], str] | None:
         "gru": ({2}, "[T, F]"),
         "roi_align": ({3}, "[C, H, W]"),
         "batchnorm": ({1, 2, 3, 4}, "[C, ...]"),
+        "frozen_batchnorm": ({1, 2, 3, 4}, "[C, ...]"),
     }
     return wanted.get(kind)
 
@@ -225,6 +226,7 @@ def leaf_module(layer: dict[str, Any], shape: Shape, f: dict[str, Any]) -> nn.Mo
         "attention": lambda: lm.SelfAttention(
             shape[-1], layer["heads"], layer["causal"], layer["bias"], f
         ),
+        "frozen_batchnorm": lambda: lm.FrozenBatchNorm(shape[0], **f),
         "layernorm": lambda: nn.LayerNorm(shape[-1], **f),
         "rmsnorm": lambda: RMSNorm(shape[-1], **f),
         "groupnorm": lambda: nn.GroupNorm(layer["groups"], shape[0], **f),

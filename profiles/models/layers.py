@@ -10,7 +10,8 @@ Conventions: convolutions and pools read ``[C, *spatial]``; ``linear``, the norm
 features, ``attention``, ``lstm`` and ``gru`` read the last dimension (``[L, D]`` / ``[T, F]``);
 ``transpose`` and ``reshape`` move between the two. ``padding: same`` pads
 ``dilation * (kernel - 1) // 2`` on each side (size-preserving at stride 1 for odd kernels).
-``group`` runs a nested list in place, ``residual`` adds its body (or ``shortcut``) to its
+``group`` runs a nested list in place (``frozen: true``: its weights are not trained),
+``residual`` adds its body (or ``shortcut``) to its
 input, ``skip_concat`` joins input and body along ``dim``, ``repeat`` stacks ``times``
 copies with separate weights, ``branch`` and ``heads`` compute side outputs. ``roi_align``
 turns each sample into ``rois`` samples.
@@ -47,9 +48,9 @@ from profiles.workload import Workload
 META = torch.device("meta")
 Shape = tuple[int, ...]
 # leaves whose output has their input's shape (expect() checks all they can refuse)
-SHAPE_PRESERVING = frozenset(("batchnorm", "layernorm", "rmsnorm", "groupnorm", "relu", "gelu",
-                              "silu", "tanh", "sigmoid", "softmax", "leaky_relu",
-                              "dropout"))  # fmt: skip
+SHAPE_PRESERVING = frozenset(("batchnorm", "frozen_batchnorm", "layernorm", "rmsnorm",
+                              "groupnorm", "relu", "gelu", "silu", "tanh", "sigmoid",
+                              "softmax", "leaky_relu", "dropout"))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -180,6 +181,8 @@ class _Builder:
 
     def _group(self, layer: dict[str, Any], shape: Shape, where: str) -> tuple[nn.Module, Shape]:
         body, out = self.sequence(layer["layers"], shape, False, f"{where}.layers")
+        if layer["frozen"]:
+            body.requires_grad_(False)
         return lm.Region(body, "plain", checkpointable=_pure(layer)), out
 
     def _residual(self, layer: dict[str, Any], shape: Shape, where: str) -> tuple[nn.Module, Shape]:
@@ -242,7 +245,7 @@ class _Builder:
             if name in self.taps:
                 raise InvalidDescription(f"{where}.name", "already names an earlier branch", name)
             self.taps[name] = out
-        return lm.Branch(body, name), shape
+        return lm.Branch(body, name, layer["held"]), shape
 
     def _heads(self, layer: dict[str, Any], shape: Shape, where: str) -> tuple[nn.Module, Shape]:
         sources = tuple(layer["sources"])
@@ -309,8 +312,8 @@ class LayerListRunnable(Runnable):
             )
         size = (workload.batch_size, *shape)
         if self.spec.input == "tokens":
-            return (torch.zeros(size, dtype=torch.long, device=META),)
-        return (torch.empty(size, dtype=self.dtype, device=META),)
+            return (torch.zeros(size, dtype=torch.long, device=self.device),)
+        return (torch.empty(size, dtype=self.dtype, device=self.device),)
 
     def forward(self, inputs: tuple[Any, ...], ctx: StepContext) -> torch.Tensor:
         return self.module(inputs[0], ctx)[0]

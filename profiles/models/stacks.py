@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from profiles.models.adaptive import AdaptiveEmbedding
 from profiles.models.transformer import Block, StepContext, TransformerSpec, _norm
 
 
@@ -27,7 +28,11 @@ class TransformerModel(nn.Module):
         factory: dict[str, Any] = {"device": torch.device("meta"), "dtype": dtype}
         n_enc = spec.layers if layers is None else layers
         n_dec = spec.n_decoder_layers if decoder_layers is None else decoder_layers
-        self.embed = nn.Embedding(spec.vocab, spec.hidden, **factory)
+        self.embed: nn.Embedding | AdaptiveEmbedding = (
+            AdaptiveEmbedding(spec, factory)
+            if spec.adaptive_cutoffs
+            else nn.Embedding(spec.vocab, spec.hidden, **factory)
+        )
         if spec.position == "learned":
             self.positions = nn.Embedding(spec.max_positions, spec.hidden, **factory)
         if spec.type_vocab:
@@ -121,6 +126,8 @@ class TransformerModel(nn.Module):
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         spec = self.spec
+        if isinstance(self.embed, AdaptiveEmbedding):
+            return self.embed.logits(h)
         if spec.head == "lm":
             weight = self.embed.weight if spec.tie_embeddings else self.lm_head.weight
             return F.linear(h, weight)
@@ -129,6 +136,12 @@ class TransformerModel(nn.Module):
         if spec.head == "classifier":
             return self.classifier(h[:, 0])
         return h
+
+    def training_loss(self, h: torch.Tensor) -> torch.Tensor:
+        """The training objective from the final hidden states."""
+        if isinstance(self.embed, AdaptiveEmbedding):
+            return self.embed.loss(h)
+        return self.loss(self.logits(h))
 
     def loss(self, logits: torch.Tensor) -> torch.Tensor:
         """Cross-entropy over the vocabulary for LM heads (in fp32, as HF does); else a sum."""

@@ -11,6 +11,7 @@ meta device there is no data to route by).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +62,11 @@ class TransformerSpec:
     relative_buckets: int = 32  # T5 relative attention bias buckets
     audio_frontend: int = 0  # Whisper: mel bins into two conv1d layers (0: none)
     encoder_positions: int = 0  # Whisper: encoder learned positions
+    # adaptive input and softmax (Transformer-XL; see profiles.models.adaptive): cluster
+    # boundaries, the width divisor per cluster, the share of target tokens per tail cluster
+    adaptive_cutoffs: tuple[int, ...] = ()
+    adaptive_div_val: int = 1
+    adaptive_tail_shares: tuple[float, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -80,13 +86,38 @@ class TransformerSpec:
         return self.arch == "decoder"
 
 
+class _FusedRMSNorm(torch.autograd.Function):
+    """RMS norm that keeps what fused kernels keep for backward: the input and one fp32
+    reciprocal RMS per row (PyTorch's CUDA ``_fused_rms_norm``, Apex, Liger). The meta and
+    CPU devices decompose ``F.rms_norm`` instead, keeping an fp32 copy of the input and
+    the normalised tensor too (an H200 step of a TinyLlama-shaped model held 2.2 GB less
+    than that decomposition counts); so the profiler's module runs this everywhere."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        rstd = torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)
+        ctx.save_for_backward(x, rstd, weight)
+        return (x.float() * rstd).to(x.dtype) * weight
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None]:
+        x, rstd, weight = ctx.saved_tensors
+        normed = x.float() * rstd
+        g = grad.float() * weight.float()
+        grad_x = rstd * (g - normed * (g * normed).mean(-1, keepdim=True))
+        grad_w = (grad.float() * normed).reshape(-1, x.shape[-1]).sum(0)
+        return grad_x.to(x.dtype), grad_w.to(weight.dtype), None
+
+
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, device: torch.device, dtype: torch.dtype) -> None:
         super().__init__()
         self.weight = nn.Parameter(torch.empty(dim, device=device, dtype=dtype))
+        self.eps = torch.finfo(torch.float32).eps  # F.rms_norm's default
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.rms_norm(x, (x.shape[-1],), self.weight)
+        out: torch.Tensor = _FusedRMSNorm.apply(x, self.weight, self.eps)
+        return out
 
 
 def _norm(spec: TransformerSpec, dim: int, factory: dict[str, Any]) -> nn.Module:
@@ -234,6 +265,8 @@ class StepContext:
         self.capacity = 0
         self.position_offset = 0
         self._rope: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
+        # told of recurrences run side by side (time steps x layers x directions)
+        self.on_recurrence: Callable[[int], None] = lambda steps: None
 
     def rope(self, s: int, d: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         key = (self.position_offset + s, d)
@@ -285,6 +318,10 @@ class StepContext:
         scale = 1.0 / math.sqrt(q.shape[-1])
         causal = causal and q.shape[2] > 1
         if self.attention == "flash" and bias is None:
+            if q.device.type == "cpu":  # a real check on the CPU: the CPU's flash kernel
+                return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+                    q, k, v, 0.0, causal, scale=scale
+                )[0]
             return torch.ops.aten._scaled_dot_product_flash_attention(
                 q, k, v, 0.0, causal, False, scale=scale
             )[0]

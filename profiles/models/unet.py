@@ -372,10 +372,11 @@ class UNetRunnable(Runnable):
         spec, batch = self.module.spec, workload.batch_size
         dtype = self.module.conv_in.weight.dtype
         size = self.latent_size(workload)
-        latents = torch.empty(batch, spec.in_channels, size, size, device=META, dtype=dtype)
-        timesteps = torch.zeros(batch, dtype=torch.long, device=META)
+        device = self.device
+        latents = torch.empty(batch, spec.in_channels, size, size, device=device, dtype=dtype)
+        timesteps = torch.zeros(batch, dtype=torch.long, device=device)
         text = torch.empty(
-            batch, spec.text_tokens, spec.cross_attention_dim, device=META, dtype=dtype
+            batch, spec.text_tokens, spec.cross_attention_dim, device=device, dtype=dtype
         )
         return latents, timesteps, text
 

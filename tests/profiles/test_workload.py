@@ -70,3 +70,16 @@ class TestWorkload:
         with pytest.raises(ValidationError) as info:
             WorkloadSchema().load(data)
         assert field in info.value.messages
+
+
+class TestBatchSize:
+    def test_recommender_batches_are_admitted_and_profile_fast(self, run: Any) -> None:
+        """Lambda's NCF rows ran 10^7 samples per GPU; the meta device does not care."""
+        p = run("ncf", task="training", batch_size=10_000_000, precision="fp16")
+        assert p.samples_per_step == 10_000_000
+        assert p.seconds < 10
+
+    def test_past_the_bound_the_message_names_both_ends(self) -> None:
+        with pytest.raises(ValidationError) as caught:
+            load(task="training", batch_size=100_000_001)
+        assert caught.value.messages == {"batch_size": ["must be between 1 and 100000000"]}
