@@ -93,6 +93,15 @@ class ProfileSchema(Schema):
         metadata={"description": "FLOPs per byte, whole training step (inference: prefill)"},
     )
     memory = fields.Nested(MemorySchema)
+    launches = fields.Dict(
+        keys=fields.String(),
+        values=fields.Float(),
+        metadata={
+            "description": "kernel launches by phase and in all ('total'; inference: the "
+            "prefill plus every decode step): one per dispatched operator that does work, "
+            "one fused optimizer kernel per parameter, per time step for LSTM/GRU layers"
+        },
+    )
     dataset = fields.Dict(keys=fields.String(), values=fields.Float(allow_none=True))
     assumptions = fields.List(fields.String())
     seconds = fields.Float(metadata={"description": "time spent counting"})
