@@ -140,6 +140,7 @@ class ProfileShape:
     items_per_sample: float | str  # a number, or "tokens": the profile's tokens per sample
     seq_len: int | None = None
     image_size: int | None = None
+    attention: str | None = None  # "materialized" where the reference keeps the score matrix
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,6 +84,8 @@ def profile_request(workload: Workload, precision: str, batch: int) -> dict[str,
         request["seq_len"] = shape.seq_len
     if shape.image_size is not None:
         request["image_size"] = shape.image_size
+    if shape.attention is not None:
+        request["attention"] = shape.attention
     return request
 
 
