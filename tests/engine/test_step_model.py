@@ -81,3 +81,22 @@ def test_the_largest_part_is_the_bound(knowledge: Knowledge) -> None:
     parts = fitted.parts(_profile(8.0), gpu, math_mode(gpu, "fp16"), "w", "lambda-v1")
     assert parts.largest() in {"host", "kernel_launches"}
     assert parts.total_s == pytest.approx(parts.gpu_s + parts.launch_s + parts.host_s)
+
+
+def test_a_gpu_class_slower_than_its_datasheet_gets_a_factor(knowledge: Knowledge) -> None:
+    """Datacenter GDDR cards (A10 here) measured 20% slower in their GPU part than their
+    specs say: the fit finds the factor, and the other GPUs keep theirs at 1."""
+    rows = _rows(knowledge, host_s=0.05, tensor=2.5, memory=1.8)
+    slowed = []
+    for row in rows:
+        if step_model.gpu_class(row.gpu) != "datacenter-gddr":
+            slowed.append(row)
+            continue
+        gpu_s = row.step_s - 0.05  # the made-up host time
+        slowed.append(dataclasses.replace(row, step_s=0.05 + 1.2 * gpu_s))
+    rows = slowed * 8  # enough rows per class (CLASS_MIN_ROWS)
+    fitted = step_model.fit(rows)
+    assert step_model.gpu_class(knowledge.gpus["a10"]) == "datacenter-gddr"
+    assert step_model.gpu_class(knowledge.gpus["a100-sxm4-80gb"]) == "datacenter"
+    assert fitted.class_factors["datacenter-gddr"] == pytest.approx(1.2, rel=0.03)
+    assert fitted.class_factor(knowledge.gpus["rtx-3090"]) == 1.0
