@@ -34,7 +34,7 @@ from service.engine.observations import (
 from service.engine.roofline import math_mode
 from service.engine.step_model import FitRow, StepModel
 
-MODEL_VERSION = "5"
+MODEL_VERSION = "6"
 COVERAGE = 0.8  # the interval's nominal coverage
 GENERAL = "general"  # the interval key of models the benchmarks did not measure
 
@@ -91,6 +91,7 @@ class PerformanceModel:
             "launch_us": round(sm.launch_s * 1e6, 3),
             "general_host_ms": {k: round(v * 1e3, 3) for k, v in sm.general_host_s.items()},
             "general_coefficients": vars_of(sm.general),
+            "class_factors": {k: round(v, 4) for k, v in sm.class_factors.items()},
             "workloads": {
                 w: {
                     "coefficients": vars_of(f.coefficients),
