@@ -237,9 +237,7 @@ class ProfileShapeSchema(Schema):
     image_size = fields.Integer(validate=validate.Range(1, 100_000), load_default=None)
     optimizer = fields.String(required=True, validate=validate.Length(min=1))
     items_per_sample = fields.Raw(required=True)
-    attention = fields.String(
-        validate=validate.OneOf(["flash", "materialized"]), load_default=None
-    )
+    attention = fields.String(validate=validate.OneOf(["flash", "materialized"]), load_default=None)
 
     @validates_schema
     def _items(self, data: dict[str, Any], **_: Any) -> None:
