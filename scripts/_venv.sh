@@ -26,7 +26,10 @@ ensure_venv() {  # $1: pip extras, e.g. "dev" or ""
     stamp="$VENV/.installed-${extras:-base}-$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)"
     if [ ! -f "$stamp" ]; then
         echo "installing rightsize into $VENV (torch==2.13.0 among the dependencies) ..."
-        (cd "$ROOT" && "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$spec")
+        # --no-compile: byte-compiling every installed file (torch has thousands) doubles the
+        # install; Python compiles what it imports, once, on first use
+        (cd "$ROOT" && "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+            --no-compile -e "$spec")
         rm -f "$VENV"/.installed-"${extras:-base}"-*
         touch "$stamp"
     fi
