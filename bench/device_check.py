@@ -75,6 +75,8 @@ def main() -> None:
         model = build(knowledge, catalog, Path(cache))
     for path in paths:
         data = json.loads(path.read_text())
+        if "device" not in data or "runs" not in data:  # another script's results
+            continue
         device = data["device"]
         gpu = knowledge.gpu(device["device_name"])
         print(f"{path.name}: {device['device_name']} ({gpu.id}), torch {device['torch']}")
