@@ -32,19 +32,8 @@ from service.engine.model import build
 from service.engine.step_profile import StepProfile
 
 RESULTS = Path(__file__).parent / "device" / "results"
-TINYLLAMA = {  # the shape measure_gpu.py builds (TinyLlama-1.1B's config)
-    "hf_config": {
-        "model_type": "llama",
-        "hidden_size": 2048,
-        "intermediate_size": 5632,
-        "num_hidden_layers": 22,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 4,
-        "vocab_size": 32000,
-        "max_position_embeddings": 2048,
-        "tie_word_embeddings": False,
-    }
-}
+sys.path.insert(0, str(RESULTS.parent))
+from memory_check import TINYLLAMA  # noqa: E402  (the shape measure_gpu.py builds)
 
 
 def description(run: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:
@@ -64,7 +53,7 @@ def description(run: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | 
     if name == "gpt2":
         return {"name": "gpt2"}, workload
     if name.startswith("tinyllama"):
-        return TINYLLAMA, workload
+        return {"hf_config": TINYLLAMA}, workload
     return None
 
 

@@ -11,7 +11,8 @@ import hashlib
 import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import torch
@@ -86,6 +87,14 @@ class Memory:
         lines = asdict(self)
         freed = lines.pop("freed_before_peak_bytes")
         return sum(lines.values()) - freed
+
+    def to_dict(self) -> dict[str, float]:
+        return {**asdict(self), "total_bytes": self.total_bytes}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Memory:
+        """From :meth:`to_dict`'s output (a profile's ``memory``, as cached and served)."""
+        return cls(**{f.name: float(data.get(f.name) or 0.0) for f in fields(cls)})
 
 
 @dataclass

@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from knowledge import Knowledge
 from knowledge.records import Gpu
+from profiles.profile import Memory
 from service.engine import scaling
 from service.engine.roofline import MathMode, math_mode, resource_times
 from service.engine.step_model import DEFAULT_SUITE, StepParts
-from service.engine.step_profile import MemoryNeed, StepProfile
+from service.engine.step_profile import StepProfile
 
 if TYPE_CHECKING:
     from service.engine.model import PerformanceModel
@@ -69,7 +70,7 @@ class Interval:
 class MemoryFit:
     """The memory one GPU needs against what it has."""
 
-    need: MemoryNeed
+    need: Memory
     capacity_bytes: float  # the datasheet's memory (GiB, as GPU memory is quoted)
     usable_bytes: float  # what the driver leaves of it
 
@@ -87,7 +88,7 @@ class MemoryFit:
         return 1.0 - self.required_bytes / self.usable_bytes
 
 
-def memory_fit(need: MemoryNeed, gpu: Gpu) -> MemoryFit:
+def memory_fit(need: Memory, gpu: Gpu) -> MemoryFit:
     capacity = gpu.memory_gb * 2**30
     return MemoryFit(need, capacity, capacity * USABLE_MEMORY_SHARE)
 
@@ -298,8 +299,7 @@ def _training(
                 f"(the GPUs could do {gpu_rate:.4g} samples/s)"
             )
     q = model.quantile(known)
-    ideal = resource_times(profile.mix, mode, model.step_model.bandwidth(gpu))
-    ideal_s = ideal.tensor_s + ideal.cuda_core_s + ideal.vector_s + ideal.memory_s
+    ideal_s = resource_times(profile.mix, mode, model.step_model.bandwidth(gpu)).total_s
     g = parts.gpu
     breakdown = StepBreakdown(
         tensor_s=g.tensor_s,

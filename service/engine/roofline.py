@@ -227,6 +227,10 @@ class ResourceTimes:
     vector_s: float
     memory_s: float
 
+    @property
+    def total_s(self) -> float:
+        return self.tensor_s + self.cuda_core_s + self.vector_s + self.memory_s
+
     def scaled(self, factor: float) -> ResourceTimes:
         return ResourceTimes(
             self.tensor_s * factor,
@@ -234,17 +238,6 @@ class ResourceTimes:
             self.vector_s * factor,
             self.memory_s * factor,
         )
-
-    def plus(self, other: ResourceTimes) -> ResourceTimes:
-        return ResourceTimes(
-            self.tensor_s + other.tensor_s,
-            self.cuda_core_s + other.cuda_core_s,
-            self.vector_s + other.vector_s,
-            self.memory_s + other.memory_s,
-        )
-
-
-NO_TIME = ResourceTimes(0.0, 0.0, 0.0, 0.0)
 
 
 def resource_times(
@@ -268,7 +261,3 @@ def resource_times(
         vector_s=other / mode.vector_flops,
         memory_s=moved / bandwidth,
     )
-
-
-def phases(mix: OpMix) -> list[str]:
-    return sorted({phase for phase, _ in mix.work})

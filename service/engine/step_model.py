@@ -24,7 +24,6 @@ The input pipeline's ceiling is a bound of its own (:mod:`service.engine.estimat
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -136,7 +135,7 @@ class StepParts:
 
     @property
     def gpu_s(self) -> float:
-        return _total(self.gpu)
+        return self.gpu.total_s
 
     @property
     def total_s(self) -> float:
@@ -174,10 +173,6 @@ class StepModel:
         per SM cycle that any measured GPU supplied (see :func:`usable_bandwidth`)."""
         return usable_bandwidth(gpu, self.bytes_per_sm_cycle)
 
-    def times(self, profile: StepProfile, gpu: Gpu, mode: MathMode) -> ResourceTimes:
-        bandwidth = self.bandwidth(gpu)
-        return resource_times(profile.mix, mode, bandwidth)
-
     def parts(
         self,
         profile: StepProfile,
@@ -207,11 +202,11 @@ class StepModel:
             launch = min(fixed, launches)
             host = fixed - launch
         else:  # launches overlap the GPU's work: only what outlasts it shows
-            launch = max(0.0, launches - _total(weighed))
+            launch = max(0.0, launches - weighed.total_s)
             host = 0.0 if phases is not None else self.general_host(suite)
         return StepParts(
             weighed,
-            0.0 if phases is not None else _total(optimizer),
+            0.0 if phases is not None else optimizer.total_s,
             launch,
             host,
         )
@@ -229,17 +224,13 @@ class StepModel:
         fit = self.workloads.get(workload) if workload else None
         coefficients = fit.coefficients if fit else self.general
         times = resource_times(profile.mix, mode, bandwidth, phases)
-        return _total(coefficients.weigh(times, mode)) * self.class_factor(gpu)
+        return coefficients.weigh(times, mode).total_s * self.class_factor(gpu)
 
     def general_host(self, suite: str) -> float:
         for other in _nearest_suites(suite):
             if other in self.general_host_s:
                 return self.general_host_s[other]
         return 0.0
-
-
-def _total(times: ResourceTimes) -> float:
-    return times.tensor_s + times.cuda_core_s + times.vector_s + times.memory_s
 
 
 def gpu_class(gpu: Gpu) -> str:
@@ -381,11 +372,3 @@ def _class_factors(model: StepModel, rows: Sequence[FitRow]) -> dict[str, float]
         for cls, v in ratios.items()
         if cls != "datacenter" and len(v) >= CLASS_MIN_ROWS
     }
-
-
-def log_error(model: StepModel, rows: Sequence[FitRow]) -> list[float]:
-    """log(measured / predicted) of each row (for intervals and residual models)."""
-    return [
-        math.log(r.step_s / model.parts(r.profile, r.gpu, r.mode, r.workload, r.suite).total_s)
-        for r in rows
-    ]

@@ -13,42 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from profiles.profile import Memory
 from service.engine.roofline import OpMix
 
 TRAINING_TASKS = frozenset({"training", "fine-tuning"})
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryNeed:
-    """Bytes one GPU holds at the step's peak, by what holds them (the profile's breakdown)."""
-
-    parameters_bytes: float
-    gradients_bytes: float
-    optimizer_states_bytes: float
-    master_weights_bytes: float
-    activations_bytes: float
-    kv_cache_bytes: float
-    temporary_peak_bytes: float
-    runtime_overhead_bytes: float
-    # the lines above are never all alive at once: this much of their sum is freed by the
-    # step's peak (backward frees activations as it writes gradients)
-    freed_before_peak_bytes: float = 0.0
-
-    @property
-    def total_bytes(self) -> float:
-        held = sum(
-            getattr(self, f.name) for f in fields(self) if f.name != "freed_before_peak_bytes"
-        )
-        return held - self.freed_before_peak_bytes
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> MemoryNeed:
-        return cls(**{f.name: float(data.get(f.name) or 0.0) for f in fields(cls)})
-
-    def to_dict(self) -> dict[str, float]:
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
-        out["total_bytes"] = self.total_bytes
-        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +29,7 @@ class StepProfile:
     samples_per_step: float
     tokens_per_step: float
     mix: OpMix
-    memory: MemoryNeed
+    memory: Memory
     model_name: str | None = None
     seq_len: int | None = None
     image_size: int | None = None  # as asked, else the model's own (what was counted)
@@ -96,7 +64,7 @@ class StepProfile:
             samples_per_step=float(profile["samples_per_step"]),
             tokens_per_step=float(profile["tokens_per_step"]),
             mix=OpMix.from_profile(profile),
-            memory=MemoryNeed.from_dict(profile["memory"]),
+            memory=Memory.from_dict(profile["memory"]),
             model_name=model.get("name"),
             seq_len=workload.get("seq_len"),
             image_size=workload.get("image_size") or spec.get("image_size"),
@@ -119,10 +87,10 @@ class StepProfile:
         def at(a: float, b: float) -> float:
             return max(a + (b - a) * (batch - 1), 0.0)
 
-        memory = MemoryNeed(
+        memory = Memory(
             **{
                 f.name: at(getattr(one.memory, f.name), getattr(two.memory, f.name))
-                for f in fields(MemoryNeed)
+                for f in fields(Memory)
             }
         )
         return replace(
@@ -160,7 +128,7 @@ class StepProfile:
             samples_per_step=float(data["samples_per_step"]),
             tokens_per_step=float(data["tokens_per_step"]),
             mix=OpMix.from_dict(data["mix"]),
-            memory=MemoryNeed.from_dict(data["memory"]),
+            memory=Memory.from_dict(data["memory"]),
             model_name=data.get("model_name"),
             seq_len=data.get("seq_len"),
             image_size=data.get("image_size"),

@@ -7,10 +7,11 @@ import dataclasses
 import pytest
 
 from knowledge import Knowledge
+from profiles.profile import Memory
 from service.engine import step_model
 from service.engine.roofline import OpMix, math_mode
 from service.engine.step_model import FitRow
-from service.engine.step_profile import MemoryNeed, StepProfile
+from service.engine.step_profile import StepProfile
 
 GPUS = ("v100-sxm2-16gb", "rtx-3090", "a100-sxm4-80gb", "rtx-a6000", "a10", "titan-rtx")
 
@@ -22,7 +23,7 @@ def _profile(batch: float) -> StepProfile:
         ("forward", "elementwise"): (1e9 * batch, 6e9 * batch),
         ("optimizer", "elementwise"): (1e9, 2e9),
     }
-    memory = MemoryNeed(1e9, 1e9, 2e9, 0, 1e8 * batch, 0, 1e7 * batch, 5e8)
+    memory = Memory(1e9, 1e9, 2e9, 0, 1e8 * batch, 0, 1e7 * batch, 5e8)
     return StepProfile(
         "training", "fp16", batch, batch, batch, OpMix(work, {"forward": 300, "backward": 500}),
         memory, model_name="made-up",
