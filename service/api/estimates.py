@@ -86,6 +86,7 @@ class BreakdownSchema(Schema):
     optimizer_s = _seconds("the optimizer update's share of gpu_s (memory-bound)")
     launch_s = _seconds("kernel launches: no GPU shortens them")
     host_s = _seconds("the training loop's host time per step: no GPU shortens it")
+    input_s = _seconds("the input pipeline's time per step (per sample): no GPU shortens it")
     single_gpu_step_s = _seconds("the step on one GPU alone")
     efficiency = fields.Float(
         metadata={"description": "ideal GPU time (each resource at its peak) over gpu_s"}
@@ -117,8 +118,9 @@ class EstimateSchema(Schema):
     memory = fields.Nested(MemorySchema, metadata={"description": "per GPU, by what holds it"})
     bound = fields.String(
         metadata={
-            "description": "what bounds the step: compute, memory_bandwidth, kernel_launches, "
-            "host, communication or input; from a trace also host_transfer"
+            "description": "what bounds the step (its largest part): compute, "
+            "memory_bandwidth, kernel_launches, host, input or communication; from a trace "
+            "also host_transfer"
         }
     )
     bound_part = fields.String(

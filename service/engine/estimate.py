@@ -105,6 +105,7 @@ class StepBreakdown:
     optimizer_s: float  # the optimizer update's share of gpu_s
     launch_s: float  # kernel launches: no GPU shortens them
     host_s: float  # the training loop's host time per step: no GPU shortens it
+    input_s: float  # the input pipeline's time per step (per sample): no GPU shortens it
     single_gpu_step_s: float
     efficiency: float  # ideal GPU time (each resource at its peak) over gpu_s
     allreduce_s: float = 0.0
@@ -270,7 +271,7 @@ def _training(
         known = None
     parts = model.step_model.parts(profile, gpu, mode, known, request.suite)
     single = parts.total_s
-    assumptions.append(_explain(parts, known, model))
+    assumptions.append(_explain(parts, known))
     backward = model.step_model.phase_gpu_s(profile, gpu, mode, known, ["backward"])
     link = scaling.link_for(knowledge, gpu, count, request.nvlink) if count > 1 else None
     multi = scaling.data_parallel(single, backward, profile.gradients_bytes, count, link)
@@ -310,6 +311,7 @@ def _training(
         optimizer_s=parts.optimizer_s,
         launch_s=parts.launch_s,
         host_s=parts.host_s,
+        input_s=parts.input_s,
         single_gpu_step_s=single,
         efficiency=ideal_s / parts.gpu_s if parts.gpu_s > 0 else 1.0,
         allreduce_s=multi.allreduce_s,
@@ -341,8 +343,8 @@ def _training(
     )
 
 
-def _explain(parts: StepParts, known: str | None, model: PerformanceModel) -> str:
-    fixed = parts.launch_s + parts.host_s
+def _explain(parts: StepParts, known: str | None) -> str:
+    fixed = parts.launch_s + parts.host_s + parts.input_s
     share = fixed / parts.total_s if parts.total_s else 0.0
     source = (
         f"fitted to the benchmarked workload {known}"
@@ -352,7 +354,8 @@ def _explain(parts: StepParts, known: str | None, model: PerformanceModel) -> st
     )
     return (
         f"step = GPU {parts.gpu_s * 1e3:.4g} ms + kernel launches {parts.launch_s * 1e3:.4g} ms "
-        f"+ host {parts.host_s * 1e3:.4g} ms ({source}); {share:.0%} of it does not speed "
+        f"+ host {parts.host_s * 1e3:.4g} ms + input {parts.input_s * 1e3:.4g} ms ({source}); "
+        f"{share:.0%} of it does not speed "
         f"up with the GPU, so no GPU makes this step more than {1 / max(share, 1e-9):.3g}x "
         "faster"
         if share > 0

@@ -97,6 +97,9 @@ class PerformanceModel:
                     "coefficients": vars_of(f.coefficients),
                     "host_ms": {f"{p} {s}": round(v * 1e3, 3) for (p, s), v in f.host_s.items()},
                     "mobile_ms": round(f.mobile_s * 1e3, 3),
+                    "input_us_per_sample": {
+                        k: round(v * 1e6, 2) for k, v in f.per_sample_s.items()
+                    },
                     "rows": f.rows,
                 }
                 for w, f in sm.workloads.items()

@@ -1,6 +1,6 @@
 """The step model: how long one step takes on one GPU, split into what bounds it.
 
-    step = GPU part + launches + host
+    step = GPU part + launches + host + input
 
 - GPU part: the step's ideal time on each resource (:func:`~service.engine.roofline.
   resource_times`: tensor cores, CUDA cores, vector arithmetic, memory at the bandwidth the
@@ -14,6 +14,10 @@
   For any other model: the host launches kernels while the GPU runs earlier ones, so
   launches cost only what they exceed the GPU part by (a short step, a decode step at a
   small batch), plus the median benchmarked workload's host time per step.
+- Input: for a benchmarked workload, a time per sample no GPU shortens (reading,
+  decoding, augmenting and copying each sample: the input pipeline's ceiling per host),
+  fitted per software generation and pulled towards zero where the rows cannot tell it
+  from GPU work.
 
 Fitted per workload by non-negative least squares on relative errors (iteratively
 reweighted, so that a broken benchmark row cannot drag a fit: Cauchy weights), which keeps
@@ -48,6 +52,17 @@ DEFAULT_SUITE = SUITES[-1]  # what an estimate assumes: the newest containers me
 ROBUST_SCALE = 0.1  # relative residual at which a row's weight in the fit halves
 ITERATIONS = 8
 HOST_SCALE = 1e-3  # the host columns in ms, so that NNLS sees similar scales
+# a ridge pull on the per-sample input time: a fit with few GPUs in a software generation
+# cannot tell a GPU-independent per-sample cost from a per-sample GPU cost (both grow with
+# the batch), and the GPU part is the better default (0.1: leave-one-GPU-out 5.8% -> 5.9%,
+# forward from before 2020 17.1% -> 16.7%)
+SAMPLE_PENALTY = 0.1
+# The most DRAM bytes per SM cycle a GPU has been shown to use: an H200 (132 SMs at 1.98 GHz,
+# 4.8 TB/s, 18.4 B per SM cycle) ran PyTorch's elementwise kernels at 4.3 TB/s, 90% of its
+# peak, as GPUs with fewer bytes per SM cycle do (this project's trace of ResNet-50,
+# tests/profiles/fixtures/traces/h200-resnet50-fp16-b256.json.gz, bench/device/results)
+DEMONSTRATED_BYTES_PER_SM_CYCLE = 18.4
+SAMPLE_SCALE = 1e-5  # the per-sample columns in 10 us per sample
 CLASS_ROUNDS = 3  # rounds of fitting the workloads, then the GPU classes' factors
 CLASS_RANGE = (0.7, 1.4)  # a GPU class's factor stays within these
 CLASS_MIN_ROWS = 20  # a class measured on fewer rows keeps factor 1
@@ -101,6 +116,15 @@ class WorkloadFit:
     host_s: Mapping[tuple[str, str], float]  # (precision, suite) -> fixed time per step
     mobile_s: float  # extra per step on laptop parts (their hosts, their clocks)
     rows: int
+    per_sample_s: Mapping[str, float] = field(default_factory=dict)  # suite -> input time
+
+    def input_s(self, samples: float, suite: str) -> float:
+        """Time per step no GPU shortens that grows with the samples (the input pipeline:
+        reading, decoding, augmenting, copying each sample), for ``suite`` or the nearest."""
+        for other in _nearest_suites(suite):
+            if other in self.per_sample_s:
+                return self.per_sample_s[other] * samples
+        return 0.0
 
     def fixed_s(self, precision: str, suite: str) -> float:
         """The fixed time per step for ``precision`` in ``suite``, or the nearest fitted."""
@@ -132,6 +156,7 @@ class StepParts:
     optimizer_s: float  # the optimizer update's share of the GPU part
     launch_s: float
     host_s: float
+    input_s: float = 0.0  # the input pipeline's share per step, beyond what the GPU hides
 
     @property
     def gpu_s(self) -> float:
@@ -139,16 +164,18 @@ class StepParts:
 
     @property
     def total_s(self) -> float:
-        return self.gpu_s + self.launch_s + self.host_s
+        return self.gpu_s + self.launch_s + self.host_s + self.input_s
 
     def largest(self) -> str:
-        """The part that bounds the step: compute, memory_bandwidth, kernel_launches, host."""
+        """The part that bounds the step: compute, memory_bandwidth, kernel_launches, host,
+        input."""
         g = self.gpu
         parts = {
             "compute": g.tensor_s + g.cuda_core_s + g.vector_s,
             "memory_bandwidth": g.memory_s,
             "kernel_launches": self.launch_s,
             "host": self.host_s,
+            "input": self.input_s,
         }
         return max(parts, key=lambda k: parts[k])
 
@@ -157,7 +184,7 @@ class StepParts:
 class StepModel:
     """The fitted step model (see the module docstring)."""
 
-    bytes_per_sm_cycle: float | None  # the most any fitted GPU supplied (the bandwidth cap)
+    bytes_per_sm_cycle: float | None  # the usable-bandwidth cap (see bytes_per_sm_cycle)
     launch_s: float  # host time per kernel launch
     general: Coefficients  # for models the benchmarks did not measure
     general_host_s: Mapping[str, float]  # suite -> host time per step beyond launches
@@ -195,12 +222,14 @@ class StepModel:
         factor = self.class_factor(gpu)
         weighed = coefficients.weigh(ideal, mode).scaled(factor)
         launches = profile.mix.phase_launches(phases) * self.launch_s
+        feed = 0.0
         if fit is not None and phases is None:
             fixed = fit.fixed_s(profile.precision, suite)
             if gpu.form_factor == "mobile":
                 fixed += fit.mobile_s
             launch = min(fixed, launches)
             host = fixed - launch
+            feed = fit.input_s(profile.samples_per_step, suite)
         else:  # launches overlap the GPU's work: only what outlasts it shows
             launch = max(0.0, launches - weighed.total_s)
             host = 0.0 if phases is not None else self.general_host(suite)
@@ -209,6 +238,7 @@ class StepModel:
             0.0 if phases is not None else optimizer.total_s,
             launch,
             host,
+            feed,
         )
 
     def phase_gpu_s(
@@ -245,29 +275,41 @@ def gpu_class(gpu: Gpu) -> str:
     return "datacenter"
 
 
-def bytes_per_sm_cycle(gpus: Iterable[Gpu]) -> float | None:
-    """The most DRAM bytes per SM cycle any of ``gpus`` supplies: the usable-bandwidth cap.
+def bytes_per_sm_cycle(gpus: Iterable[Gpu]) -> float:
+    """The most DRAM bytes per SM cycle a GPU is counted on to use: the usable-bandwidth cap.
 
-    The measured GPUs range from 5 (Turing) to 13.4 (A100 80GB) bytes per SM cycle, and
-    their speed follows their bandwidth up to there. Nothing measured says how a GPU whose
-    memory outruns its SMs further (an H200: an H100's SMs and clocks, 1.4x its bandwidth)
-    uses the rest, so no estimate counts on more than the data has shown."""
+    The benchmarked GPUs range from 5 (Turing) to 13.4 (A100 80GB) bytes per SM cycle and
+    their speed follows their bandwidth up to there; an H200 measured by this project used
+    18.4 as well as they use theirs. A GPU whose memory outruns its SMs further (a B200:
+    26 bytes per SM cycle) is not counted on for the rest: nothing measured says that its
+    SMs keep enough requests in flight (Little's law)."""
     found = [gpu.memory_bandwidth_gb_per_s * 1e9 / gpu.sm_cycles_per_s for gpu in gpus]
-    return max(found) if found else None
+    return max([*found, DEMONSTRATED_BYTES_PER_SM_CYCLE])
 
 
-def _robust_nnls(columns: np.ndarray, measured: np.ndarray) -> np.ndarray:
+def _robust_nnls(
+    columns: np.ndarray, measured: np.ndarray, penalty: np.ndarray | None = None
+) -> np.ndarray:
     """Non-negative x minimising the relative error of columns @ x, robustly: iteratively
     reweighted with Cauchy weights, so that a row many times off (a broken run) weighs
-    next to nothing while rows within a few times ROBUST_SCALE keep most of theirs."""
+    next to nothing while rows within a few times ROBUST_SCALE keep most of theirs.
+    ``penalty`` (per column, 0: none) adds ridge rows that pull a column's share of the
+    fit towards zero unless the rows need it."""
     a = columns / measured[:, None]
     b = np.ones(len(measured))
-    weights = np.ones(len(measured))
+    rows = len(measured)
+    if penalty is not None and (penalty > 0).any():
+        keep = penalty > 0
+        scale = np.abs(a).mean(axis=0)
+        ridge = np.diag(penalty * scale * np.sqrt(rows))[keep]
+        a = np.vstack([a, ridge])
+        b = np.concatenate([b, np.zeros(int(keep.sum()))])
+    weights = np.ones(len(b))
     x = np.zeros(columns.shape[1])
     for _ in range(ITERATIONS):
         x, _ = nnls(a * weights[:, None], b * weights)
-        residual = (a @ x - 1.0) / ROBUST_SCALE
-        weights = 1.0 / np.sqrt(1.0 + residual**2)
+        residual = (a[:rows] @ x - 1.0) / ROBUST_SCALE
+        weights[:rows] = 1.0 / np.sqrt(1.0 + residual**2)
     return x
 
 
@@ -288,23 +330,28 @@ def _fit_workload(
     rows: Sequence[FitRow], kappa: float | None, factors: Mapping[str, float]
 ) -> WorkloadFit:
     hosts = sorted({(r.profile.precision, r.suite) for r in rows})
+    suites = sorted({r.suite for r in rows})
     mobile = any(r.mobile for r in rows)
-    n = len(RESOURCES)
-    matrix = np.zeros((len(rows), n + len(hosts) + (1 if mobile else 0)))
+    n, h = len(RESOURCES), len(hosts)
+    matrix = np.zeros((len(rows), n + h + len(suites) + (1 if mobile else 0)))
     for i, row in enumerate(rows):
         bandwidth = usable_bandwidth(row.gpu, kappa)
         times = resource_times(row.profile.mix, row.mode, bandwidth)
         factor = factors.get(gpu_class(row.gpu), 1.0)
         matrix[i, :n] = [v * factor for v in _resource_columns(times, row.mode)]
         matrix[i, n + hosts.index((row.profile.precision, row.suite))] = HOST_SCALE
+        matrix[i, n + h + suites.index(row.suite)] = row.profile.samples_per_step * SAMPLE_SCALE
         if mobile and row.mobile:
             matrix[i, -1] = HOST_SCALE
-    x = _robust_nnls(matrix, np.array([r.step_s for r in rows]))
+    penalty = np.zeros(matrix.shape[1])
+    penalty[n + h : n + h + len(suites)] = SAMPLE_PENALTY
+    x = _robust_nnls(matrix, np.array([r.step_s for r in rows]), penalty)
     return WorkloadFit(
         _coefficients(x, any(r.mode.tf32 for r in rows)),
         {key: float(x[n + i] * HOST_SCALE) for i, key in enumerate(hosts)},
         float(x[-1] * HOST_SCALE) if mobile else 0.0,
         len(rows),
+        {suite: float(x[n + h + i] * SAMPLE_SCALE) for i, suite in enumerate(suites)},
     )
 
 

@@ -114,13 +114,10 @@ class TestRefit:
         }
         assert len(fold.rows) == len(fold.single)
         assert fold.step_model is not model.step_model
-        # the H100 SXM supplies the most bytes per SM cycle but one: holding it out of the
-        # fit cannot raise the bandwidth cap
-        assert fold.step_model.bytes_per_sm_cycle == model.step_model.bytes_per_sm_cycle
+        # the bandwidth cap is what a GPU was shown to use, whatever the fold
         older = model.refit(lambda o: knowledge.gpus[o.gpu_id].release_year < 2020)
-        assert older.step_model.bytes_per_sm_cycle is not None
-        assert model.step_model.bytes_per_sm_cycle is not None
-        assert older.step_model.bytes_per_sm_cycle < model.step_model.bytes_per_sm_cycle
+        assert older.step_model.bytes_per_sm_cycle == model.step_model.bytes_per_sm_cycle
+        assert len(older.single) < len(fold.single)
 
     def test_the_fit_follows_the_measurements(self, model: PerformanceModel) -> None:
         """Held in, the step model reproduces most measured steps closely."""

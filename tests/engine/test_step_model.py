@@ -30,7 +30,9 @@ def _profile(batch: float) -> StepProfile:
     )  # fmt: skip
 
 
-def _rows(knowledge: Knowledge, host_s: float, tensor: float, memory: float) -> list[FitRow]:
+def _rows(
+    knowledge: Knowledge, host_s: float, tensor: float, memory: float, input_s: float = 0.0
+) -> list[FitRow]:
     """Steps made by the model itself: tensor and memory inefficiencies and a host time."""
     truth = step_model.StepModel(
         None,
@@ -43,6 +45,7 @@ def _rows(knowledge: Knowledge, host_s: float, tensor: float, memory: float) -> 
                 {("fp16", "lambda-v1"): host_s},
                 0.0,
                 0,
+                {"lambda-v1": input_s},
             )
         },
     )
@@ -101,3 +104,17 @@ def test_a_gpu_class_slower_than_its_datasheet_gets_a_factor(knowledge: Knowledg
     assert step_model.gpu_class(knowledge.gpus["a100-sxm4-80gb"]) == "datacenter"
     assert fitted.class_factors["datacenter-gddr"] == pytest.approx(1.2, rel=0.03)
     assert fitted.class_factor(knowledge.gpus["rtx-3090"]) == 1.0
+
+
+def test_the_fit_recovers_an_input_time_per_sample(knowledge: Knowledge) -> None:
+    """0.2 ms per sample no GPU shortens (an input pipeline): told apart from GPU work by
+    the GPUs' different speeds (the fit's pull towards zero keeps most of it), kept on any
+    GPU, and the steps stay right."""
+    rows = _rows(knowledge, host_s=0.02, tensor=2.5, memory=1.8, input_s=2e-4)
+    fitted = step_model.fit(rows)
+    fit = fitted.workloads["w"]
+    assert 0.015 < fit.input_s(100, "lambda-v1") <= 0.0201
+    for row in rows:
+        parts = fitted.parts(row.profile, row.gpu, row.mode, "w", "lambda-v1")
+        assert parts.total_s == pytest.approx(row.step_s, rel=0.03)
+        assert parts.input_s == pytest.approx(fit.input_s(row.profile.samples_per_step, "x"))

@@ -8,6 +8,15 @@ from profiles.trace.kinds import classify_copy, classify_kernel
 
 NAMES = [
     # (name as in a real trace, kind, precision)
+    # from this project's H200 traces (PyTorch 2.11, cuBLASLt and cuDNN 9.19)
+    ("nvjet_sm90_hsh_256x128_64x4_1x2_h_bz_coopA_bias_TNT", "tensor_gemm", "16-bit"),
+    ("nvjet_sm90_tst_128x256_64x4_2x1_v_bz_TNN", "tensor_gemm", "16-bit"),
+    (
+        "cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26_64x128x128_4x1x1_"
+        "kernel0_0",
+        "tensor_gemm",
+        "16-bit",
+    ),
     (
         "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>(cutlass_80_"
         "tensorop_s1688gemm_128x128_32x3_nn_align4::Params)",

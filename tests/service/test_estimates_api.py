@@ -37,7 +37,7 @@ def test_faster_gpu_is_faster_and_interval_brackets_the_estimate(client: FlaskCl
         assert result["bound"] in {"compute", "memory_bandwidth", "kernel_launches", "host"}
         breakdown = result["breakdown"]
         assert breakdown["single_gpu_step_s"] == pytest.approx(
-            breakdown["gpu_s"] + breakdown["launch_s"] + breakdown["host_s"]
+            breakdown["gpu_s"] + breakdown["launch_s"] + breakdown["host_s"] + breakdown["input_s"]
         )
         assert any("math mode" in a for a in result["assumptions"])
 
