@@ -57,6 +57,7 @@ HOST_SCALE = 1e-3  # the host columns in ms, so that NNLS sees similar scales
 # the batch), and the GPU part is the better default (0.1: leave-one-GPU-out 5.8% -> 5.9%,
 # forward from before 2020 17.1% -> 16.7%)
 SAMPLE_PENALTY = 0.1
+INPUT_MIN_GPUS = 4  # GPUs a software generation needs for an input time of its own
 # The most DRAM bytes per SM cycle a GPU has been shown to use: an H200 (132 SMs at 1.98 GHz,
 # 4.8 TB/s, 18.4 B per SM cycle) ran PyTorch's elementwise kernels at 4.3 TB/s, 90% of its
 # peak, as GPUs with fewer bytes per SM cycle do (this project's trace of ResNet-50,
@@ -330,7 +331,8 @@ def _fit_workload(
     rows: Sequence[FitRow], kappa: float | None, factors: Mapping[str, float]
 ) -> WorkloadFit:
     hosts = sorted({(r.profile.precision, r.suite) for r in rows})
-    suites = sorted({r.suite for r in rows})
+    groups = _input_groups(rows)
+    suites = sorted(set(groups.values()))
     mobile = any(r.mobile for r in rows)
     n, h = len(RESOURCES), len(hosts)
     matrix = np.zeros((len(rows), n + h + len(suites) + (1 if mobile else 0)))
@@ -340,7 +342,9 @@ def _fit_workload(
         factor = factors.get(gpu_class(row.gpu), 1.0)
         matrix[i, :n] = [v * factor for v in _resource_columns(times, row.mode)]
         matrix[i, n + hosts.index((row.profile.precision, row.suite))] = HOST_SCALE
-        matrix[i, n + h + suites.index(row.suite)] = row.profile.samples_per_step * SAMPLE_SCALE
+        if row.suite in groups:
+            samples = row.profile.samples_per_step * SAMPLE_SCALE
+            matrix[i, n + h + suites.index(groups[row.suite])] = samples
         if mobile and row.mobile:
             matrix[i, -1] = HOST_SCALE
     penalty = np.zeros(matrix.shape[1])
@@ -351,8 +355,24 @@ def _fit_workload(
         {key: float(x[n + i] * HOST_SCALE) for i, key in enumerate(hosts)},
         float(x[-1] * HOST_SCALE) if mobile else 0.0,
         len(rows),
-        {suite: float(x[n + h + i] * SAMPLE_SCALE) for i, suite in enumerate(suites)},
+        {suite: float(x[n + h + suites.index(g)] * SAMPLE_SCALE) for suite, g in groups.items()},
     )
+
+
+def _input_groups(rows: Sequence[FitRow]) -> dict[str, str]:
+    """Per software generation, whose input time per sample it gets: its own where its rows
+    span enough GPUs (INPUT_MIN_GPUS) to tell a GPU-independent cost per sample from GPU
+    work, else the nearest generation's that does; none where no generation does."""
+    gpus: dict[str, set[str]] = defaultdict(set)
+    for row in rows:
+        gpus[row.suite].add(row.gpu.id)
+    able = [s for s, ids in gpus.items() if len(ids) >= INPUT_MIN_GPUS]
+    out = {}
+    for suite in gpus:
+        nearest = [s for s in _nearest_suites(suite) if s in able]
+        if nearest:
+            out[suite] = nearest[0]
+    return out
 
 
 def _fit_general(rows: Sequence[FitRow], kappa: float | None) -> Coefficients:

@@ -118,3 +118,13 @@ def test_the_fit_recovers_an_input_time_per_sample(knowledge: Knowledge) -> None
         parts = fitted.parts(row.profile, row.gpu, row.mode, "w", "lambda-v1")
         assert parts.total_s == pytest.approx(row.step_s, rel=0.03)
         assert parts.input_s == pytest.approx(fit.input_s(row.profile.samples_per_step, "x"))
+
+
+def test_a_generation_with_few_gpus_borrows_the_nearest_input_time(knowledge: Knowledge) -> None:
+    """Two GPUs cannot tell a per-sample input cost from GPU work: their generation takes
+    the input time of the nearest generation that ran on enough GPUs."""
+    rows = _rows(knowledge, host_s=0.02, tensor=2.5, memory=1.8, input_s=2e-4)
+    few = [dataclasses.replace(r, suite="lambda-v2") for r in rows if r.gpu.id in GPUS[:2]]
+    fit = step_model.fit(rows + few).workloads["w"]
+    assert set(fit.per_sample_s) == {"lambda-v1", "lambda-v2"}
+    assert fit.per_sample_s["lambda-v2"] == fit.per_sample_s["lambda-v1"]
