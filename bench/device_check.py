@@ -33,7 +33,7 @@ from service.engine.step_profile import StepProfile
 
 RESULTS = Path(__file__).parent / "device" / "results"
 sys.path.insert(0, str(RESULTS.parent))
-from memory_check import TINYLLAMA  # noqa: E402  (the shape measure_gpu.py builds)
+from measure_gpu import TINYLLAMA  # noqa: E402  (the shape it measured)
 
 
 def description(run: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]] | None:

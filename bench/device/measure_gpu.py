@@ -32,6 +32,18 @@ import torch
 from torch import nn
 
 ROOT = Path(__file__).resolve().parents[2]
+# TinyLlama-1.1B's shape, as a Hugging Face config (bench/device/memory_check.py and
+# bench/device_check.py build the same model from it)
+TINYLLAMA = {
+    "model_type": "llama",
+    "hidden_size": 2048,
+    "intermediate_size": 5632,
+    "num_hidden_layers": 22,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 4,
+    "vocab_size": 32000,
+    "max_position_embeddings": 2048,
+}
 sys.path.insert(0, str(ROOT))
 
 
@@ -162,12 +174,7 @@ def causal_lm(kind: str, batch: int, seq: int, device: torch.device, smoke: bool
         model = transformers.GPT2LMHeadModel(config)
     else:  # a TinyLlama-1.1B-shaped Llama
         dims = {
-            "hidden_size": 2048,
-            "intermediate_size": 5632,
-            "num_hidden_layers": 22,
-            "num_attention_heads": 32,
-            "num_key_value_heads": 4,
-            "vocab_size": 32000,
+            k: v for k, v in TINYLLAMA.items() if k not in ("model_type", "max_position_embeddings")
         }
         if smoke:
             dims = {

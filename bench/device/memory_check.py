@@ -33,16 +33,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-TINYLLAMA = {
-    "model_type": "llama",
-    "hidden_size": 2048,
-    "intermediate_size": 5632,
-    "num_hidden_layers": 22,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 4,
-    "vocab_size": 32000,
-    "max_position_embeddings": 2048,
-}
+from measure_gpu import TINYLLAMA  # noqa: E402  (the same shape as measured there)
+
 OWN: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("resnet50-fp32-b128", {"name": "resnet-50"},
      {"batch_size": 128, "precision": "fp32", "optimizer": "sgd+momentum", "image_size": 224}),

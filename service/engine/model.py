@@ -27,6 +27,7 @@ from service.engine.observations import (
     BenchmarkProfiles,
     Observation,
     Skipped,
+    observation_step,
     observations,
     read_json,
     write_json,
@@ -116,9 +117,8 @@ def fit_rows(
 ) -> list[FitRow]:
     rows = []
     for obs in single:
-        workload = knowledge.workloads[obs.workload]
         gpu = knowledge.gpus[obs.gpu_id]
-        profile = store.step(workload, obs.precision, obs.batch)
+        profile = observation_step(knowledge, store, obs)
         rows.append(
             FitRow(
                 obs.workload, obs.suite, profile, gpu, math_mode(gpu, profile.precision), obs.step_s

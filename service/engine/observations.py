@@ -174,6 +174,13 @@ class BenchmarkProfiles:
         return step.tokens_per_step / step.samples_per_step
 
 
+def observation_step(
+    knowledge: Knowledge, store: BenchmarkProfiles, obs: Observation
+) -> StepProfile:
+    """The step of one observation: its workload at its batch per GPU and precision."""
+    return store.step(knowledge.workloads[obs.workload], obs.precision, obs.batch)
+
+
 def read_json(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text())

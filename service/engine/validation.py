@@ -30,7 +30,7 @@ from knowledge import Knowledge
 from service.engine import scaling
 from service.engine.estimate import Estimate, EstimateRequest, estimate_many
 from service.engine.model import PerformanceModel, without
-from service.engine.observations import Observation
+from service.engine.observations import Observation, observation_step
 
 FORWARD_YEARS = (2020, 2022)
 # each architecture's previous generation, by release (Ada and Hopper both follow Ampere)
@@ -98,11 +98,9 @@ def requests_for(
     """The estimate requests that reproduce ``found`` (as the API would be asked them)."""
     out = []
     for obs in found:
-        workload = knowledge.workloads[obs.workload]
-        profile = model.profiles.step(workload, obs.precision, obs.batch)
         out.append(
             EstimateRequest(
-                profile=profile,
+                profile=observation_step(knowledge, model.profiles, obs),
                 gpu=knowledge.gpus[obs.gpu_id],
                 count=obs.count,
                 nvlink=obs.nvlink,
