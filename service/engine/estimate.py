@@ -19,7 +19,7 @@ from knowledge import Knowledge
 from knowledge.records import Gpu
 from profiles.profile import Memory
 from service.engine import scaling
-from service.engine.roofline import MathMode, math_mode, resource_times
+from service.engine.roofline import MathMode, math_mode
 from service.engine.step_model import DEFAULT_SUITE, StepParts
 from service.engine.step_profile import StepProfile
 
@@ -300,7 +300,6 @@ def _training(
                 f"(the GPUs could do {gpu_rate:.4g} samples/s)"
             )
     q = model.quantile(known)
-    ideal_s = resource_times(profile.mix, mode, model.step_model.bandwidth(gpu)).total_s
     g = parts.gpu
     breakdown = StepBreakdown(
         tensor_s=g.tensor_s,
@@ -313,7 +312,7 @@ def _training(
         host_s=parts.host_s,
         input_s=parts.input_s,
         single_gpu_step_s=single,
-        efficiency=ideal_s / parts.gpu_s if parts.gpu_s > 0 else 1.0,
+        efficiency=parts.efficiency,
         allreduce_s=multi.allreduce_s,
         exposed_communication_s=multi.exposed_s,
         sync_s=multi.sync_s,

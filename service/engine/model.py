@@ -66,7 +66,8 @@ class PerformanceModel:
         return InputCeiling(found["ceiling"], "benchmarks", "; ".join(found["evidence"][:2]))
 
     def refit(self, keep: Callable[[Observation], bool]) -> PerformanceModel:
-        """The model fitted on the single-GPU observations ``keep`` accepts only."""
+        """The model fitted on the single-GPU observations ``keep`` accepts only (the
+        measured input rates, which only word a note, stay the whole model's)."""
         chosen = [i for i, o in enumerate(self.single) if keep(o)]
         rows = [self.rows[i] for i in chosen]
         fitted = step_model.fit(rows)
@@ -75,7 +76,6 @@ class PerformanceModel:
             single=[self.single[i] for i in chosen],
             rows=rows,
             step_model=fitted,
-            ceilings=input_ceilings(self.observations, rows, fitted),
         )
 
     def summary(self) -> dict[str, Any]:
@@ -137,7 +137,7 @@ def build(knowledge: Knowledge, catalog: Catalog, cache_dir: Path) -> Performanc
     rows = fit_rows(knowledge, store, single)
     fitted = step_model.fit(rows)
     model = PerformanceModel(knowledge.version, found, skipped, single, rows, fitted, store, 0.0)
-    model.ceilings = input_ceilings(found, rows, fitted)
+    model.ceilings = input_ceilings(found)
     key = f"{knowledge.version}-{PROFILER_VERSION}-{MODEL_VERSION}"
     path = cache_dir / f"intervals-{key}.json"
     cached = read_json(path)
@@ -187,9 +187,7 @@ def conformal_quantiles(model: PerformanceModel) -> dict[str, float]:
     }
 
 
-def input_ceilings(
-    found: Sequence[Observation], rows: Sequence[FitRow], fitted: StepModel
-) -> dict[str, dict[str, Any]]:
+def input_ceilings(found: Sequence[Observation]) -> dict[str, dict[str, Any]]:
     """Per workload: what the stored hosts' input pipelines are known to deliver.
 
     A measured run shows that its host's pipeline delivered at least its throughput, so
@@ -198,7 +196,6 @@ def input_ceilings(
     with the GPU, the step model's fixed part holds it (per step, whatever the batch); no
     input ceiling is inferred beyond the measured rates: a request or a trace states one.
     """
-    del rows, fitted  # the bounds are measured facts, not fitted ones
     out: dict[str, dict[str, Any]] = {}
     for obs in found:
         entry = out.setdefault(

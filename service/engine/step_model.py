@@ -158,6 +158,12 @@ class StepParts:
     launch_s: float
     host_s: float
     input_s: float = 0.0  # the input pipeline's share per step, beyond what the GPU hides
+    ideal_s: float = 0.0  # the GPU part with every resource at its peak
+
+    @property
+    def efficiency(self) -> float:
+        """Ideal GPU time over the GPU part's."""
+        return self.ideal_s / self.gpu_s if self.gpu_s > 0 else 1.0
 
     @property
     def gpu_s(self) -> float:
@@ -240,6 +246,7 @@ class StepModel:
             launch,
             host,
             feed,
+            ideal.total_s,
         )
 
     def phase_gpu_s(
