@@ -1,0 +1,377 @@
+"""Parallel layouts: how a training or inference run is split over GPUs, and the memory each
+GPU then holds.
+
+A :class:`Layout` names the degrees of data, tensor, pipeline and context parallelism, the
+ZeRO stage (FSDP full shard = 3, shard-grad-op = 2), sequence parallelism, activation
+checkpointing, the micro-batch and gradient accumulation, and what is offloaded to the
+host. :func:`check` refuses a layout the model cannot take (naming the rule it breaks);
+:func:`memory_per_gpu` divides a profile's memory (counted for one micro-batch on one GPU)
+as the layout divides it:
+
+- model states as ZeRO divides them (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations
+  Toward Training Trillion Parameter Models", section 5): tensor and pipeline parallelism
+  split every state; stage 1 shards the optimizer states and fp32 master weights over the
+  data-parallel group, stage 2 the gradients too, stage 3 the 16-bit parameters as well,
+  which then gathers the largest layer's parameters (and prefetches the next) on each GPU;
+- activations as Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large
+  Transformer Models", eqs. 1-6) divide them: per layer 34 sbh bytes in 16 bits without
+  the attention scores (flash attention keeps none), of which tensor parallelism divides
+  24 sbh and sequence parallelism the other 10; selective recomputation drops only the
+  attention scores (none with flash attention); full recomputation keeps each layer's
+  2 sbh input and one layer's activations at a time; context parallelism divides the
+  sequence; a 1F1B pipeline's first stage holds min(p, micro-batches) micro-batches of
+  its L/p layers, an interleaved schedule (1 + (p - 1) / (p v)) times that;
+- the KV cache of inference split over the tensor-parallel ranks (heads), replicated where
+  there are fewer KV heads than ranks, and over the pipeline stages (layers);
+- offloading: the optimizer states and master weights (ZeRO-Offload), and with stage 3 the
+  parameters (ZeRO-Infinity), move to host memory, reported as ``cpu_bytes`` per GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from profiles.profile import Memory
+from service.engine.errors import InvalidRequest
+
+CHECKPOINTING = ("none", "selective", "full")
+OFFLOAD = ("none", "optimizer", "parameters")
+ZERO_STAGES = (0, 1, 2, 3)
+# Korthikanti et al. 2022, eq. 2: activations per transformer layer, in units of s*b*h bytes
+# (16-bit values, no attention scores): 10 that tensor parallelism replicates (layer norm
+# inputs, dropout masks, the attention and MLP inputs), 24 that it splits
+LAYER_REPLICATED = 10.0
+LAYER_SPLIT = 24.0
+LAYER_TOTAL = LAYER_REPLICATED + LAYER_SPLIT
+LAYER_INPUT = 2.0  # what full recomputation keeps per layer: its 16-bit input
+GATHERED_LAYERS = 2  # ZeRO-3 holds the gathered layer and prefetches the next
+
+
+class LayoutError(InvalidRequest):
+    """A layout the model or the machine cannot take: ``rule`` names the constraint."""
+
+    def __init__(self, rule: str, field: str, detail: str) -> None:
+        super().__init__(field, f"{detail} (rule {rule})")
+        self.rule = rule
+
+
+@dataclass(frozen=True, slots=True)
+class ModelShape:
+    """What a layout needs to know of a transformer: its layers, widths and heads."""
+
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    vocab: int
+    parameters: float
+
+    @classmethod
+    def from_profile(cls, profile: Mapping[str, Any]) -> ModelShape | None:
+        """From a profile's ``model`` (None for a model that is not a transformer)."""
+        model = profile.get("model") or {}
+        spec = model.get("spec") or {}
+        if model.get("family") != "transformer" or not spec.get("layers"):
+            return None
+        return cls(
+            layers=int(spec["layers"]) + int(spec.get("decoder_layers") or 0),
+            hidden=int(spec["hidden"]),
+            heads=int(spec["heads"]),
+            kv_heads=int(spec.get("kv_heads") or spec["heads"]),
+            vocab=int(spec.get("vocab") or 0),
+            parameters=float(model.get("parameters") or 0.0),
+        )
+
+    def largest_layer_parameters(self) -> float:
+        """Parameters of the largest block ZeRO-3 gathers: a transformer layer, or the
+        embedding table where it is larger."""
+        per_layer = self.parameters / max(self.layers, 1)
+        return max(per_layer, float(self.vocab * self.hidden))
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    data_parallel: int = 1
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    context_parallel: int = 1
+    zero_stage: int = 0
+    sequence_parallel: bool = False
+    activation_checkpointing: str = "none"
+    micro_batch_size: int = 1
+    gradient_accumulation: int = 1
+    offload: str = "none"
+    virtual_stages: int = 1  # interleaved pipeline: model chunks per stage
+
+    @property
+    def gpus(self) -> int:
+        return (
+            self.data_parallel
+            * self.tensor_parallel
+            * self.pipeline_parallel
+            * self.context_parallel
+        )
+
+    @property
+    def model_parallel(self) -> int:
+        """GPUs one copy of the model is split over (tensor x pipeline)."""
+        return self.tensor_parallel * self.pipeline_parallel
+
+    @property
+    def shard_group(self) -> int:
+        """GPUs ZeRO shards the model states over: the data-parallel ranks, context-parallel
+        ones included (they hold the same weights and reduce the same gradients)."""
+        return self.data_parallel * self.context_parallel
+
+    @property
+    def global_batch(self) -> int:
+        """Samples per optimizer step: micro-batch x accumulation x data parallel."""
+        return self.micro_batch_size * self.gradient_accumulation * self.data_parallel
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check(
+    layout: Layout, shape: ModelShape | None, gpus_per_node: int, seq_len: int | None
+) -> None:
+    """Raise :class:`LayoutError` naming the first rule ``layout`` breaks."""
+    _check_options(layout)
+    _check_machine(layout, gpus_per_node, seq_len)
+    _check_model(layout, shape)
+
+
+def _check_options(layout: Layout) -> None:
+    positive = (
+        "data_parallel",
+        "tensor_parallel",
+        "pipeline_parallel",
+        "context_parallel",
+        "micro_batch_size",
+        "gradient_accumulation",
+        "virtual_stages",
+    )
+    for name in positive:
+        if getattr(layout, name) < 1:
+            raise LayoutError("positive-degree", f"layout.{name}", f"{name} must be at least 1")
+    if layout.zero_stage not in ZERO_STAGES:
+        raise LayoutError("zero-stage", "layout.zero_stage", "zero_stage is one of 0, 1, 2, 3")
+    if layout.activation_checkpointing not in CHECKPOINTING:
+        raise LayoutError(
+            "checkpointing",
+            "layout.activation_checkpointing",
+            f"activation_checkpointing is one of {', '.join(CHECKPOINTING)}",
+        )
+    if layout.offload not in OFFLOAD:
+        raise LayoutError("offload", "layout.offload", f"offload is one of {', '.join(OFFLOAD)}")
+    if layout.offload == "optimizer" and layout.zero_stage < 1:
+        raise LayoutError(
+            "offload-needs-zero",
+            "layout.offload",
+            "offloading the optimizer needs zero_stage 1 or more (ZeRO-Offload)",
+        )
+    if layout.offload == "parameters" and layout.zero_stage != 3:
+        raise LayoutError(
+            "offload-needs-zero-3",
+            "layout.offload",
+            "offloading the parameters needs zero_stage 3 (ZeRO-Infinity)",
+        )
+    if layout.sequence_parallel and layout.tensor_parallel == 1:
+        raise LayoutError(
+            "sequence-parallel-needs-tensor-parallel",
+            "layout.sequence_parallel",
+            "sequence parallelism splits what tensor parallelism replicates: it needs "
+            "tensor_parallel above 1",
+        )
+    if layout.virtual_stages > 1 and layout.pipeline_parallel == 1:
+        raise LayoutError(
+            "interleaving-needs-pipeline",
+            "layout.virtual_stages",
+            "an interleaved schedule needs pipeline_parallel above 1",
+        )
+
+
+def _check_machine(layout: Layout, gpus_per_node: int, seq_len: int | None) -> None:
+    t = layout.tensor_parallel
+    if t > gpus_per_node:
+        raise LayoutError(
+            "tensor-parallel-in-node",
+            "layout.tensor_parallel",
+            f"tensor_parallel {t} exceeds the {gpus_per_node} GPUs of one node: its "
+            "all-reduces run every layer and need the link inside a node",
+        )
+    cp = layout.context_parallel
+    if cp > 1 and (not seq_len or seq_len % (2 * cp)):
+        raise LayoutError(
+            "context-parallel-divides-sequence",
+            "layout.context_parallel",
+            f"context_parallel {cp} needs a sequence length divisible by {2 * cp} (each rank "
+            "takes two chunks, for balance under a causal mask)",
+        )
+
+
+def _check_model(layout: Layout, shape: ModelShape | None) -> None:
+    t = layout.tensor_parallel
+    if shape is not None:
+        if shape.heads % t:
+            raise LayoutError(
+                "tensor-parallel-divides-heads",
+                "layout.tensor_parallel",
+                f"tensor_parallel {t} must divide the model's {shape.heads} attention heads",
+            )
+        if shape.kv_heads % t and t % shape.kv_heads:
+            raise LayoutError(
+                "tensor-parallel-divides-kv-heads",
+                "layout.tensor_parallel",
+                f"tensor_parallel {t} must divide the model's {shape.kv_heads} KV heads "
+                "(or be a multiple of them, each KV head then replicated)",
+            )
+        stages = layout.pipeline_parallel * layout.virtual_stages
+        if shape.layers % stages:
+            raise LayoutError(
+                "pipeline-divides-layers",
+                "layout.pipeline_parallel",
+                f"pipeline_parallel x virtual_stages ({stages}) must divide the model's "
+                f"{shape.layers} layers",
+            )
+    elif t > 1 or layout.pipeline_parallel > 1:
+        raise LayoutError(
+            "model-parallel-needs-transformer",
+            "layout.tensor_parallel",
+            "tensor and pipeline parallelism are estimated for transformers only",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutMemory:
+    """Memory one GPU holds under a layout (bytes), as the profile's memory is split.
+    ``cpu_bytes``: host memory per GPU for what is offloaded (not in ``total_bytes``)."""
+
+    parameters_bytes: float
+    gradients_bytes: float
+    optimizer_states_bytes: float
+    master_weights_bytes: float
+    gathered_parameters_bytes: float
+    activations_bytes: float
+    kv_cache_bytes: float
+    temporary_peak_bytes: float
+    runtime_overhead_bytes: float
+    freed_before_peak_bytes: float
+    cpu_bytes: float
+
+    @property
+    def model_states_bytes(self) -> float:
+        return (
+            self.parameters_bytes
+            + self.gradients_bytes
+            + self.optimizer_states_bytes
+            + self.master_weights_bytes
+        )
+
+    @property
+    def total_bytes(self) -> float:
+        return (
+            self.model_states_bytes
+            + self.gathered_parameters_bytes
+            + self.activations_bytes
+            + self.kv_cache_bytes
+            + self.temporary_peak_bytes
+            + self.runtime_overhead_bytes
+            - self.freed_before_peak_bytes
+        )
+
+    def to_dict(self) -> dict[str, float]:
+        return {
+            **asdict(self),
+            "model_states_bytes": self.model_states_bytes,
+            "total_bytes": self.total_bytes,
+        }
+
+
+def activation_share(layout: Layout) -> float:
+    """The share of one micro-batch's activations (as counted on one GPU, whole model) that
+    one GPU of ``layout`` holds at its peak (Korthikanti et al. 2022; see the module)."""
+    t, p = layout.tensor_parallel, layout.pipeline_parallel
+    # sequence parallelism splits what tensor parallelism replicates
+    split = LAYER_TOTAL if layout.sequence_parallel else LAYER_SPLIT
+    per_layer = LAYER_TOTAL - split + split / t
+    share = per_layer / LAYER_TOTAL
+    if layout.activation_checkpointing == "full":
+        kept = LAYER_INPUT / (t if layout.sequence_parallel else 1) / LAYER_TOTAL
+        share = kept  # plus one layer's activations during its recomputation (below)
+    share /= layout.context_parallel
+    # the first pipeline stage: L/p layers, min(p, m) micro-batches in flight (1F1B)
+    in_flight = min(p, layout.gradient_accumulation)
+    if p > 1 and layout.virtual_stages > 1:
+        in_flight_factor = 1 + (p - 1) / (p * layout.virtual_stages)
+    else:
+        in_flight_factor = 1.0
+    return share * in_flight * in_flight_factor / p
+
+
+def memory_per_gpu(
+    memory: Memory, layout: Layout, shape: ModelShape | None, trains: bool
+) -> LayoutMemory:
+    """One GPU's memory under ``layout``, from ``memory``: the profile's, counted for one
+    micro-batch of the whole model on one GPU."""
+    mp, group = layout.model_parallel, layout.shard_group
+    stage = layout.zero_stage if trains else 0
+    params = memory.parameters_bytes / mp
+    grads = memory.gradients_bytes / mp
+    states = memory.optimizer_states_bytes / mp
+    master = memory.master_weights_bytes / mp
+    if stage >= 1:
+        states /= group
+        master /= group
+    if stage >= 2:
+        grads /= group
+    gathered = 0.0
+    if stage == 3:
+        params /= group
+        if shape is not None and memory.parameters_bytes > 0 and shape.parameters > 0:
+            per_parameter = memory.parameters_bytes / shape.parameters
+            layer = shape.largest_layer_parameters() * per_parameter / layout.tensor_parallel
+            gathered = min(GATHERED_LAYERS * layer, memory.parameters_bytes / mp)
+    cpu = 0.0
+    if layout.offload in ("optimizer", "parameters"):
+        cpu += states + master
+        states = master = 0.0
+    if layout.offload == "parameters":
+        cpu += params
+        params = 0.0
+    share = activation_share(layout) if trains else 1.0 / layout.context_parallel
+    activations = memory.activations_bytes * share
+    if trains and layout.activation_checkpointing == "full" and shape is not None:
+        # one layer recomputed at a time, at the tensor-parallel split
+        activations += (
+            memory.activations_bytes
+            / shape.layers
+            * activation_share(
+                replace(layout, activation_checkpointing="none", pipeline_parallel=1)
+            )
+        )
+    kv_split = 1
+    if shape is not None:
+        kv_split = min(layout.tensor_parallel, shape.kv_heads)
+    kv = memory.kv_cache_bytes / kv_split / layout.pipeline_parallel
+    # backward frees activations while it writes gradients: what is freed before the peak
+    # keeps the profile's proportion, and is never more than either
+    counted = memory.activations_bytes + memory.gradients_bytes
+    freed = 0.0
+    if counted > 0:
+        freed = memory.freed_before_peak_bytes * min(1.0, (activations + grads) / counted)
+    return LayoutMemory(
+        parameters_bytes=params,
+        gradients_bytes=grads if trains else 0.0,
+        optimizer_states_bytes=states if trains else 0.0,
+        master_weights_bytes=master if trains else 0.0,
+        gathered_parameters_bytes=gathered,
+        activations_bytes=activations,
+        kv_cache_bytes=kv,
+        temporary_peak_bytes=memory.temporary_peak_bytes / layout.tensor_parallel,
+        runtime_overhead_bytes=memory.runtime_overhead_bytes,
+        freed_before_peak_bytes=min(freed, activations, grads) if trains else 0.0,
+        cpu_bytes=cpu,
+    )

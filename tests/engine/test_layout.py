@@ -1,0 +1,175 @@
+"""Parallel layouts: the memory each GPU holds, checked against published figures, and the
+rules a layout must keep."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from profiles.catalog import Catalog
+from profiles.description import resolve
+from profiles.profile import Memory, profile
+from profiles.workload import WorkloadSchema
+from service.engine.layout import (
+    LAYER_TOTAL,
+    Layout,
+    LayoutError,
+    ModelShape,
+    activation_share,
+    check,
+    memory_per_gpu,
+)
+
+GB = 1e9
+GIB = 2**30
+
+
+def _zero_memory(parameters: float) -> Memory:
+    """Mixed-precision Adam's model states as ZeRO counts them: 2 bytes of fp16 parameters
+    and 2 of gradients per parameter, 12 of fp32 optimizer state (master weights 4, the two
+    moments 8)."""
+    return Memory(2 * parameters, 2 * parameters, 8 * parameters, 4 * parameters, 0, 0, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("stage", "published_gb"),
+    [(0, 120.0), (1, 31.4), (2, 16.6), (3, 1.9)],
+)
+def test_zero_divides_the_model_states_as_the_paper_prints(stage: int, published_gb: float) -> None:
+    """Rajbhandari et al. 2020 (ZeRO, Figure 1): a 7.5B-parameter model on 64 GPUs holds
+    120, 31.4, 16.6 and 1.9 GB of model states per GPU at stages 0-3. Within 3%."""
+    found = memory_per_gpu(_zero_memory(7.5e9), Layout(64, zero_stage=stage), None, True)
+    assert found.model_states_bytes / GB == pytest.approx(published_gb, rel=0.03)
+
+
+def test_korthikanti_activation_shares() -> None:
+    """Korthikanti et al. 2022, eqs. 2-5 (no attention scores, flash attention): tensor
+    parallelism t splits 24 of the 34 sbh per layer, sequence parallelism the other 10;
+    a 1F1B pipeline's first stage holds p micro-batches of L/p layers; interleaving adds
+    (p - 1) / (p v)."""
+    assert activation_share(Layout(tensor_parallel=8)) == pytest.approx((10 + 24 / 8) / 34)
+    assert activation_share(Layout(tensor_parallel=8, sequence_parallel=True)) == pytest.approx(
+        1 / 8
+    )
+    pipeline = Layout(pipeline_parallel=4, gradient_accumulation=8)
+    assert activation_share(pipeline) == pytest.approx(1.0)
+    interleaved = Layout(pipeline_parallel=4, gradient_accumulation=8, virtual_stages=2)
+    assert activation_share(interleaved) == pytest.approx(1 + 3 / 8)
+    few = Layout(pipeline_parallel=4, gradient_accumulation=2)  # fewer micro-batches than p
+    assert activation_share(few) == pytest.approx(2 / 4)
+    full = Layout(tensor_parallel=4, sequence_parallel=True, activation_checkpointing="full")
+    assert activation_share(full) == pytest.approx(2 / 4 / LAYER_TOTAL)
+    assert activation_share(Layout(context_parallel=2)) == pytest.approx(0.5)
+
+
+@pytest.fixture(scope="module")
+def llama70b() -> dict[str, Any]:
+    request = {
+        "task": "training",
+        "batch_size": 1,
+        "seq_len": 4096,
+        "precision": "bf16",
+        "optimizer": "adamw",
+    }
+    model = resolve({"name": "llama-3-70b"}, Catalog.load())
+    return profile(model, WorkloadSchema().load(request), 120.0).to_dict()
+
+
+def test_llama_3_70b_training_fits_80_gb_only_sharded(llama70b: dict[str, Any]) -> None:
+    """Llama 3 70B, bf16, AdamW, one 4,096-token sequence per GPU: plain data parallel on 8
+    GPUs holds all 16 bytes per parameter on each (over 1 TB); FSDP (ZeRO-3) over 64 GPUs
+    with full recomputation fits an 80 GB card, and so does tensor parallel 8 with a
+    sharded optimizer over 8 more."""
+    memory = Memory.from_dict(llama70b["memory"])
+    shape = ModelShape.from_profile(llama70b)
+    assert shape is not None
+    assert (shape.layers, shape.heads, shape.kv_heads) == (80, 64, 8)
+    plain = memory_per_gpu(memory, Layout(8), shape, True)
+    assert plain.total_bytes > 1000 * GB
+    fsdp = Layout(64, zero_stage=3, activation_checkpointing="full")
+    sharded = memory_per_gpu(memory, fsdp, shape, True)
+    assert sharded.total_bytes < 80 * GIB
+    states = (
+        memory.parameters_bytes
+        + memory.gradients_bytes
+        + memory.optimizer_states_bytes
+        + memory.master_weights_bytes
+    )
+    assert sharded.model_states_bytes == pytest.approx(states / 64)
+    assert sharded.gathered_parameters_bytes > 0  # the largest layer, gathered
+    tensor = Layout(8, tensor_parallel=8, zero_stage=1, sequence_parallel=True,
+                    activation_checkpointing="selective")  # fmt: skip
+    found = memory_per_gpu(memory, tensor, shape, True)
+    assert found.total_bytes < 80 * GIB
+    assert found.activations_bytes == pytest.approx(memory.activations_bytes / 8)
+
+
+def test_offloading_moves_the_optimizer_to_the_host(llama70b: dict[str, Any]) -> None:
+    memory = Memory.from_dict(llama70b["memory"])
+    shape = ModelShape.from_profile(llama70b)
+    kept = memory_per_gpu(memory, Layout(16, zero_stage=3), shape, True)
+    off = memory_per_gpu(memory, Layout(16, zero_stage=3, offload="optimizer"), shape, True)
+    moved = kept.optimizer_states_bytes + kept.master_weights_bytes
+    assert off.cpu_bytes == pytest.approx(moved)
+    assert off.total_bytes == pytest.approx(kept.total_bytes - moved)
+
+
+def test_the_kv_cache_splits_over_at_most_the_kv_heads() -> None:
+    memory = Memory(0, 0, 0, 0, 0, 16 * GB, 0, 0)
+    shape = ModelShape(80, 8192, 64, 8, 128256, 70e9)
+    assert memory_per_gpu(memory, Layout(tensor_parallel=4), shape, False).kv_cache_bytes == (
+        4 * GB
+    )
+    # 16 ranks, 8 KV heads: each head on two ranks
+    found = memory_per_gpu(memory, Layout(tensor_parallel=16), shape, False)
+    assert found.kv_cache_bytes == 2 * GB
+
+
+LLAMA = ModelShape(80, 8192, 64, 8, 128256, 70e9)
+
+
+@pytest.mark.parametrize(
+    ("layout", "rule", "field"),
+    [
+        (Layout(tensor_parallel=6), "tensor-parallel-divides-heads", "layout.tensor_parallel"),
+        (Layout(tensor_parallel=16), "tensor-parallel-in-node", "layout.tensor_parallel"),
+        (Layout(pipeline_parallel=3), "pipeline-divides-layers", "layout.pipeline_parallel"),
+        (
+            Layout(sequence_parallel=True),
+            "sequence-parallel-needs-tensor-parallel",
+            "layout.sequence_parallel",
+        ),
+        (Layout(zero_stage=2, offload="parameters"), "offload-needs-zero-3", "layout.offload"),
+        (Layout(offload="optimizer"), "offload-needs-zero", "layout.offload"),
+        (Layout(zero_stage=4), "zero-stage", "layout.zero_stage"),
+        (
+            Layout(context_parallel=3),
+            "context-parallel-divides-sequence",
+            "layout.context_parallel",
+        ),
+        (Layout(data_parallel=0), "positive-degree", "layout.data_parallel"),
+    ],
+)
+def test_a_layout_that_breaks_a_rule_is_refused_naming_it(
+    layout: Layout, rule: str, field: str
+) -> None:
+    with pytest.raises(LayoutError) as raised:
+        check(layout, LLAMA, gpus_per_node=8, seq_len=4096)
+    assert raised.value.rule == rule
+    assert raised.value.field == field
+    assert f"rule {rule}" in raised.value.message
+
+
+def test_a_valid_layout_passes() -> None:
+    layout = Layout(8, tensor_parallel=8, pipeline_parallel=4, context_parallel=2,
+                    zero_stage=1, sequence_parallel=True, gradient_accumulation=16)  # fmt: skip
+    check(layout, LLAMA, gpus_per_node=8, seq_len=8192)
+    assert layout.gpus == 512
+    assert layout.global_batch == 128
+
+
+def test_model_parallel_needs_a_transformer() -> None:
+    with pytest.raises(LayoutError) as raised:
+        check(Layout(tensor_parallel=2), None, gpus_per_node=8, seq_len=None)
+    assert raised.value.rule == "model-parallel-needs-transformer"
