@@ -375,3 +375,70 @@ def memory_per_gpu(
         freed_before_peak_bytes=min(freed, activations, grads) if trains else 0.0,
         cpu_bytes=cpu,
     )
+
+
+def layouts_for(
+    count: int,
+    shape: ModelShape | None,
+    gpus_per_node: int,
+    seq_len: int | None,
+    trains: bool,
+    gradient_accumulation: int = 1,
+) -> list[Layout]:
+    """Every layout of ``count`` GPUs that keeps the rules: tensor parallel within a node
+    (with sequence parallelism, as Megatron runs it), pipeline stages that divide the
+    layers, data parallel over the rest; for training each ZeRO stage that shards something
+    (none without data parallelism) and each kind of activation checkpointing."""
+    out = []
+    for t in _divisors(count):
+        for p in _divisors(count // t):
+            d = count // (t * p)
+            stages = (0, 1, 2, 3) if trains and d > 1 else (0,)
+            kinds = CHECKPOINTING if trains else ("none",)
+            for stage in stages:
+                for kind in kinds:
+                    layout = Layout(
+                        data_parallel=d,
+                        tensor_parallel=t,
+                        pipeline_parallel=p,
+                        zero_stage=stage,
+                        sequence_parallel=t > 1,
+                        activation_checkpointing=kind,
+                        gradient_accumulation=max(gradient_accumulation, p if p > 1 else 1),
+                    )
+                    try:
+                        check(layout, shape, gpus_per_node, seq_len)
+                    except LayoutError:
+                        continue
+                    out.append(layout)
+    return out
+
+
+def smallest_fitting(
+    memory: Memory,
+    shape: ModelShape | None,
+    capacity_bytes: float,
+    gpus_per_node: int,
+    seq_len: int | None,
+    trains: bool,
+    max_count: int,
+) -> tuple[int, list[tuple[Layout, LayoutMemory]]] | None:
+    """The fewest GPUs (1, 2, 4, ... up to ``max_count``) on which some layout fits
+    ``capacity_bytes`` per GPU, and every layout that fits there (least memory first);
+    None where none fits up to ``max_count``."""
+    count = 1
+    while count <= max_count:
+        found = []
+        for layout in layouts_for(count, shape, gpus_per_node, seq_len, trains):
+            held = memory_per_gpu(memory, layout, shape, trains)
+            if held.total_bytes <= capacity_bytes:
+                found.append((layout, held))
+        if found:
+            found.sort(key=lambda pair: pair[1].total_bytes)
+            return count, found
+        count *= 2
+    return None
+
+
+def _divisors(n: int) -> list[int]:
+    return [k for k in range(1, n + 1) if n % k == 0]

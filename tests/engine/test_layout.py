@@ -18,7 +18,9 @@ from service.engine.layout import (
     ModelShape,
     activation_share,
     check,
+    layouts_for,
     memory_per_gpu,
+    smallest_fitting,
 )
 
 GB = 1e9
@@ -173,3 +175,32 @@ def test_model_parallel_needs_a_transformer() -> None:
     with pytest.raises(LayoutError) as raised:
         check(Layout(tensor_parallel=2), None, gpus_per_node=8, seq_len=None)
     assert raised.value.rule == "model-parallel-needs-transformer"
+
+
+def test_llama_3_70b_fine_tuning_is_planned_on_the_fewest_80_gb_gpus(
+    llama70b: dict[str, Any],
+) -> None:
+    """Full fine-tuning of Llama 3 70B in bf16 with AdamW on 80 GB cards (8 per node): no
+    layout of 8 GPUs holds its 1.1 TB of model states; 16 do, sharded or split, and every
+    layout named there fits with what it holds per GPU."""
+    memory = Memory.from_dict(llama70b["memory"])
+    shape = ModelShape.from_profile(llama70b)
+    usable = 80 * GIB * 0.985
+    found = smallest_fitting(memory, shape, usable, 8, 4096, True, 256)
+    assert found is not None
+    count, layouts = found
+    assert count == 16
+    assert all(m.total_bytes <= usable for _, m in layouts)
+    assert all(layout.gpus == 16 for layout, _ in layouts)
+    # every fitting layout shards the model states, or splits them at least 8 ways
+    assert all(layout.zero_stage >= 1 or layout.model_parallel >= 8 for layout, _ in layouts)
+
+
+def test_every_layout_listed_keeps_the_rules() -> None:
+    found = layouts_for(16, LLAMA, 8, 4096, True)
+    assert found
+    for layout in found:
+        check(layout, LLAMA, 8, 4096)
+        assert layout.gpus == 16
+    assert {layout.tensor_parallel for layout in found} == {1, 2, 4, 8}
+    assert not any(layout.zero_stage and layout.data_parallel == 1 for layout in found)
