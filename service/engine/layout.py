@@ -294,13 +294,12 @@ def activation_share(layout: Layout) -> float:
     """The share of one micro-batch's activations (as counted on one GPU, whole model) that
     one GPU of ``layout`` holds at its peak (Korthikanti et al. 2022; see the module)."""
     t, p = layout.tensor_parallel, layout.pipeline_parallel
-    # sequence parallelism splits what tensor parallelism replicates
-    split = LAYER_TOTAL if layout.sequence_parallel else LAYER_SPLIT
-    per_layer = LAYER_TOTAL - split + split / t
-    share = per_layer / LAYER_TOTAL
-    if layout.activation_checkpointing == "full":
-        kept = LAYER_INPUT / (t if layout.sequence_parallel else 1) / LAYER_TOTAL
-        share = kept  # plus one layer's activations during its recomputation (below)
+    if layout.activation_checkpointing == "full":  # inputs only (memory_per_gpu adds the
+        # layer being recomputed)
+        share = LAYER_INPUT / (t if layout.sequence_parallel else 1) / LAYER_TOTAL
+    else:  # sequence parallelism splits what tensor parallelism replicates
+        split = LAYER_TOTAL if layout.sequence_parallel else LAYER_SPLIT
+        share = (LAYER_TOTAL - split + split / t) / LAYER_TOTAL
     share /= layout.context_parallel
     # the first pipeline stage: L/p layers, min(p, m) micro-batches in flight (1F1B)
     in_flight = min(p, layout.gradient_accumulation)
@@ -404,7 +403,7 @@ def layouts_for(
                         zero_stage=stage,
                         sequence_parallel=t > 1,
                         activation_checkpointing=kind,
-                        gradient_accumulation=max(gradient_accumulation, p if p > 1 else 1),
+                        gradient_accumulation=max(gradient_accumulation, p),
                     )
                     try:
                         check(layout, shape, gpus_per_node, seq_len)

@@ -237,10 +237,10 @@ class StepModel:
         ideal = resource_times(profile.mix, mode, bandwidth, phases)
         fit = self.workloads.get(workload) if workload else None
         coefficients = fit.coefficients if fit else self.general
+        factor = self.class_factor(gpu)
         optimizer = coefficients.weigh(
             resource_times(profile.mix, mode, bandwidth, ["optimizer"]), mode
-        ).scaled(self.class_factor(gpu))
-        factor = self.class_factor(gpu)
+        ).scaled(factor)
         weighed = coefficients.weigh(ideal, mode).scaled(factor)
         launches = profile.mix.phase_launches(phases) * self.launch_s
         feed = 0.0
@@ -318,8 +318,8 @@ def _robust_nnls(
     """Non-negative x minimising the relative error of columns @ x, robustly: iteratively
     reweighted with Cauchy weights, so that a row many times off (a broken run) weighs
     next to nothing while rows within a few times ROBUST_SCALE keep most of theirs.
-    ``penalty`` (per column, 0: none) adds ridge rows that pull a column's share of the
-    fit towards zero unless the rows need it."""
+    ``penalty`` (per column, 0: none) adds ridge rows that pull a column's value towards
+    its ``target`` (default zero) unless the rows need another."""
     a = columns / measured[:, None]
     b = np.ones(len(measured))
     rows = len(measured)
@@ -442,15 +442,16 @@ def fit(rows: Sequence[FitRow]) -> StepModel:
     grouped: dict[str, list[FitRow]] = defaultdict(list)
     for row in rows:
         grouped[row.workload].append(row)
-    factors: dict[str, float] = {}
     general = _fit_general(rows, kappa)
+
+    def fit_workloads(factors: Mapping[str, float]) -> dict[str, WorkloadFit]:
+        return {w: _fit_workload(g, kappa, factors, general) for w, g in sorted(grouped.items())}
+
+    factors: dict[str, float] = {}
     for _ in range(CLASS_ROUNDS):
-        workloads = {
-            w: _fit_workload(g, kappa, factors, general) for w, g in sorted(grouped.items())
-        }
-        model = StepModel(kappa, LAUNCH_S, Coefficients(0, 0, 0, 0, 0), {}, workloads)
+        model = StepModel(kappa, LAUNCH_S, Coefficients(0, 0, 0, 0, 0), {}, fit_workloads(factors))
         factors = _class_factors(model, rows)
-    workloads = {w: _fit_workload(g, kappa, factors, general) for w, g in sorted(grouped.items())}
+    workloads = fit_workloads(factors)
     host = _general_host(workloads, rows)
     return StepModel(kappa, LAUNCH_S, general, host, workloads, factors)
 
