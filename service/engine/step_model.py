@@ -457,15 +457,16 @@ def fit(rows: Sequence[FitRow]) -> StepModel:
 
 
 def _class_factors(model: StepModel, rows: Sequence[FitRow]) -> dict[str, float]:
-    """Per GPU class, the median of (measured step - fixed part) / GPU part over its rows,
-    relative to that of the other GPUs (the reference class, 1)."""
+    """Per GPU class, the median over its rows of (measured step - what no GPU shortens:
+    launches, host, input) / GPU part, relative to that of the other GPUs (the reference
+    class, 1)."""
     ratios: dict[str, list[float]] = defaultdict(list)
     for row in rows:
         parts = model.parts(row.profile, row.gpu, row.mode, row.workload, row.suite)
         if parts.gpu_s <= 0.2 * parts.total_s:  # the GPU part says little here
             continue
         cls = gpu_class(row.gpu)
-        ratio = (row.step_s - parts.launch_s - parts.host_s) / parts.gpu_s
+        ratio = (row.step_s - parts.launch_s - parts.host_s - parts.input_s) / parts.gpu_s
         ratios[cls].append(ratio)
     reference = float(np.median(ratios["datacenter"])) if ratios["datacenter"] else 1.0
     return {
