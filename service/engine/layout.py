@@ -67,6 +67,8 @@ class ModelShape:
     kv_heads: int
     vocab: int
     parameters: float
+    ffn: int = 0  # MLP width (0: 4 x hidden)
+    gated: bool = False  # gate and up projections (SwiGLU)
 
     @classmethod
     def from_profile(cls, profile: Mapping[str, Any]) -> ModelShape | None:
@@ -82,6 +84,8 @@ class ModelShape:
             kv_heads=int(spec.get("kv_heads") or spec["heads"]),
             vocab=int(spec.get("vocab") or 0),
             parameters=float(model.get("parameters") or 0.0),
+            ffn=int(spec.get("ffn") or 4 * int(spec["hidden"])),
+            gated=bool(spec.get("gated")),
         )
 
     def largest_layer_parameters(self) -> float:
@@ -386,31 +390,45 @@ def layouts_for(
 ) -> list[Layout]:
     """Every layout of ``count`` GPUs that keeps the rules: tensor parallel within a node
     (with sequence parallelism, as Megatron runs it), pipeline stages that divide the
-    layers, data parallel over the rest; for training each ZeRO stage that shards something
-    (none without data parallelism) and each kind of activation checkpointing."""
+    layers, context parallel for long sequences, data parallel over the rest; for training
+    each ZeRO stage that shards something (none without data or context parallelism) and
+    each kind of activation checkpointing."""
     out = []
     for t in _divisors(count):
         for p in _divisors(count // t):
-            d = count // (t * p)
-            stages = (0, 1, 2, 3) if trains and d > 1 else (0,)
-            kinds = CHECKPOINTING if trains else ("none",)
-            for stage in stages:
-                for kind in kinds:
-                    layout = Layout(
-                        data_parallel=d,
-                        tensor_parallel=t,
-                        pipeline_parallel=p,
-                        zero_stage=stage,
-                        sequence_parallel=t > 1,
-                        activation_checkpointing=kind,
-                        gradient_accumulation=max(gradient_accumulation, p),
-                    )
-                    try:
-                        check(layout, shape, gpus_per_node, seq_len)
-                    except LayoutError:
-                        continue
-                    out.append(layout)
+            for c in _context_degrees(count // (t * p), seq_len, trains):
+                d = count // (t * p * c)
+                stages = (0, 1, 2, 3) if trains and d * c > 1 else (0,)
+                kinds = CHECKPOINTING if trains else ("none",)
+                for stage in stages:
+                    for kind in kinds:
+                        layout = Layout(
+                            data_parallel=d,
+                            tensor_parallel=t,
+                            pipeline_parallel=p,
+                            context_parallel=c,
+                            zero_stage=stage,
+                            sequence_parallel=t > 1,
+                            activation_checkpointing=kind,
+                            gradient_accumulation=max(gradient_accumulation, p),
+                        )
+                        try:
+                            check(layout, shape, gpus_per_node, seq_len)
+                        except LayoutError:
+                            continue
+                        out.append(layout)
     return out
+
+
+LONG_SEQUENCE = 8192  # context parallelism is tried from this sequence length on
+
+
+def _context_degrees(n: int, seq_len: int | None, trains: bool) -> list[int]:
+    """Context-parallel degrees worth trying on ``n`` GPUs: 1, and for training on long
+    sequences each power of two up to 16 that divides ``n``."""
+    if not trains or not seq_len or seq_len < LONG_SEQUENCE:
+        return [1]
+    return [c for c in (1, 2, 4, 8, 16) if n % c == 0]
 
 
 def smallest_fitting(

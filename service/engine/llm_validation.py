@@ -1,0 +1,410 @@
+"""LLM truth: MLPerf Training's LLM rows against the layout planner's optimized stack.
+
+Each MLPerf Training row of GPT-3 175B pretraining or Llama 2 70B LoRA fine-tuning (closed
+division) is a throughput: tokens to converge (GPT-3 logs them as tokens; LoRA as
+sequences of 8,192 tokens) over the time to train. It is predicted as the fastest layout the
+planner finds for the row's GPUs (servers of ``count / nodes`` GPUs), its global batch and a
+micro-batch of one, in FP8 where the GPU has it (the submissions ran NVIDIA's Transformer
+Engine in FP8) and bf16 elsewhere, on the ``optimized`` stack. The stack's two constants are
+fitted on the rows (:func:`fit_optimized`); :func:`held_out_gpu` refits without each GPU in
+turn and predicts that GPU's rows.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from knowledge import Knowledge
+from knowledge.records import Benchmark, Gpu
+from service.engine.estimate import USABLE_MEMORY_SHARE
+from service.engine.layout import Layout, ModelShape
+from service.engine.parallel import (
+    EIGHT_BIT,
+    OPTIMIZED,
+    LayoutStep,
+    OptimizedStack,
+    Planned,
+    layout_step,
+    model_flops,
+    network,
+    planned_at,
+    work,
+)
+from service.engine.roofline import math_mode, usable_precisions
+from service.engine.step_model import StepModel
+from service.engine.step_profile import StepProfile
+
+# workload -> (catalog model, workload request at micro-batch 1, tokens per logged sample)
+MLPERF_LLM: dict[str, tuple[str, dict[str, Any], int]] = {
+    "gpt3-175b-c4": (
+        "gpt3-175b",
+        {"task": "training", "batch_size": 1, "seq_len": 2048, "optimizer": "adamw"},
+        1,
+    ),
+    "llama2-70b-lora-govreport": (
+        "llama-2-70b",
+        {
+            "task": "fine-tuning",
+            "method": "lora",
+            "batch_size": 1,
+            "seq_len": 8192,
+            "optimizer": "adamw",
+        },
+        8192,
+    ),
+}
+
+ProfileSource = Callable[[str, dict[str, Any]], dict[str, Any]]
+DescribedSource = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
+PUBLISHED = Path(__file__).resolve().parents[2] / "knowledge" / "data" / "llm_published.yaml"
+
+
+@dataclass(frozen=True, slots=True)
+class LlmCase:
+    row: Benchmark
+    gpu: Gpu
+    precision: str
+    profile: StepProfile
+    shape: ModelShape | None
+    measured_tokens_per_s: float
+    global_batch: int
+    gpus_per_node: int
+
+
+def cases(knowledge: Knowledge, source: ProfileSource) -> list[LlmCase]:
+    """Every closed-division MLPerf LLM row on a known GPU as a case (``source`` profiles a
+    catalog model for a workload request)."""
+    profiles: dict[tuple[str, str], dict[str, Any]] = {}
+    out = []
+    for row in knowledge.benchmarks:
+        if row.workload not in MLPERF_LLM or row.gpu_id is None:
+            continue
+        if row.details.get("division") != "closed" or not row.details.get("samples_to_converge"):
+            continue
+        if not _vendor_tuned(row):
+            continue
+        name, request, tokens_per_sample = MLPERF_LLM[row.workload]
+        gpu = knowledge.gpus[row.gpu_id]
+        precision = "fp8" if "fp8" in usable_precisions(gpu) else "bf16"
+        key = (row.workload, precision)
+        if key not in profiles:
+            profiles[key] = source(name, {**request, "precision": precision})
+        found = profiles[key]
+        tokens = float(row.details["samples_to_converge"]) * tokens_per_sample
+        nodes = int(row.details.get("nodes") or 1)
+        out.append(
+            LlmCase(
+                row=row,
+                gpu=gpu,
+                precision=precision,
+                profile=StepProfile.from_profile(found),
+                shape=ModelShape.from_profile(found),
+                measured_tokens_per_s=tokens / (row.value * 60.0),
+                global_batch=int(row.details.get("global_batch_size") or row.gpu_count),
+                gpus_per_node=max(1, row.gpu_count // nodes),
+            )
+        )
+    return out
+
+
+def _vendor_tuned(row: Benchmark) -> bool:
+    """Submissions on NVIDIA's NeMo / Megatron stack (the others, e.g. DeepSpeed on stock
+    PyTorch, ran another stack and are not the optimized stack's data)."""
+    framework = str(row.details.get("framework") or "").lower()
+    return "nemo" in framework or "megatron" in framework
+
+
+def _candidates(case: LlmCase, step_model: StepModel, knowledge: Knowledge) -> list[Planned]:
+    """The case's fitting layouts, fastest first under the shipped constants (the fits try
+    only the first few: constants that move every layout alike do not reorder them much)."""
+    mode = math_mode(case.gpu, case.precision)
+    done = work(case.profile, case.gpu, mode, "optimized", step_model)
+    net = network(knowledge, case.gpu, case.gpus_per_node)
+    usable = case.gpu.memory_gb * 2**30 * USABLE_MEMORY_SHARE
+    found = planned_at(
+        case.row.gpu_count, case.profile, case.shape, done, net, mode, usable, case.global_batch
+    )
+    return [x for x in found if x.fits][:CANDIDATES]
+
+
+CANDIDATES = 8
+
+
+@dataclass
+class Predictor:
+    """Predicts cases under any constants of the optimized stack, reusing each case's
+    candidate layouts and network."""
+
+    step_model: StepModel
+    knowledge: Knowledge
+    _found: dict[int, list[Planned]] = field(default_factory=dict)
+
+    def best(self, case: LlmCase, stack: OptimizedStack = OPTIMIZED) -> LayoutStep | None:
+        key = id(case)
+        if key not in self._found:
+            self._found[key] = _candidates(case, self.step_model, self.knowledge)
+        found = self._found[key]
+        if not found:
+            return None
+        mode = math_mode(case.gpu, case.precision)
+        done = work(case.profile, case.gpu, mode, "optimized", self.step_model, optimized=stack)
+        net = network(self.knowledge, case.gpu, case.gpus_per_node)
+        flops = model_flops(case.profile)
+        steps = [
+            layout_step(x.layout, case.profile, case.shape, done, net, mode.tensor_flops, flops)
+            for x in found
+        ]
+        return min(steps, key=lambda s: s.step_s)
+
+    def log_errors(self, data: Sequence[LlmCase], stack: OptimizedStack) -> list[float]:
+        out = []
+        for case in data:
+            best = self.best(case, stack)
+            predicted = best.tokens_per_s if best is not None else 1e-3
+            out.append(math.log(predicted / case.measured_tokens_per_s))
+        return out
+
+
+EFFICIENCIES = [0.20 + 0.01 * i for i in range(61)]
+
+
+def fit_optimized(data: Sequence[LlmCase], predictor: Predictor,
+                  start: OptimizedStack = OPTIMIZED) -> OptimizedStack:  # fmt: skip
+    """The 8-bit efficiency with the least absolute log error over ``data`` (FP8 cases),
+    and the 16-bit one over the 16-bit cases, each on a grid (every prediction picks its own
+    fastest layout, so the error is not smooth in them)."""
+    best = start
+    for eight in (True, False):
+        group = [c for c in data if (c.precision in EIGHT_BIT) == eight]
+        if not group:
+            continue
+
+        def loss(
+            e: float,
+            group: Sequence[LlmCase] = group,
+            eight: bool = eight,
+            base: OptimizedStack = best,
+        ) -> float:
+            stack = _with_efficiency(base, e, eight)
+            return sum(abs(x) for x in predictor.log_errors(group, stack))
+
+        best = _with_efficiency(best, min(EFFICIENCIES, key=loss), eight)
+    return best
+
+
+def _with_efficiency(stack: OptimizedStack, value: float, eight: bool) -> OptimizedStack:
+    if eight:
+        return replace(stack, efficiency_8bit=value)
+    return replace(stack, efficiency_16bit=value)
+
+
+def held_out_gpu(data: Sequence[LlmCase], predictor: Predictor) -> dict[str, Any]:
+    """Each GPU's rows predicted by the stack fitted on the other GPUs' rows (a precision
+    with no row left keeps the shipped constant)."""
+    rows = []
+    for gid in sorted({c.gpu.id for c in data}):
+        train = [c for c in data if c.gpu.id != gid]
+        stack = fit_optimized(train, predictor)
+        for case in (c for c in data if c.gpu.id == gid):
+            rows.append(_row(case, predictor.best(case, stack), stack))
+    errors = [abs(r["error"]) for r in rows if r["error"] is not None]
+    return {
+        "rows": rows,
+        "median_ape": statistics.median(errors) if errors else None,
+        "mean_ape": statistics.fmean(errors) if errors else None,
+    }
+
+
+def _row(case: LlmCase, best: LayoutStep | None, stack: OptimizedStack) -> dict[str, Any]:
+    predicted = best.tokens_per_s if best is not None else None
+    return {
+        "workload": case.row.workload,
+        "suite": case.row.suite,
+        "submitter": case.row.details.get("submitter"),
+        "gpu_id": case.gpu.id,
+        "count": case.row.gpu_count,
+        "precision": case.precision,
+        "global_batch": case.global_batch,
+        "measured_tokens_per_s": case.measured_tokens_per_s,
+        "predicted_tokens_per_s": predicted,
+        "error": predicted / case.measured_tokens_per_s - 1 if predicted else None,
+        "layout": best.layout.to_dict() if best is not None else None,
+        "mfu": best.mfu if best is not None else None,
+        "efficiency": stack.efficiency(case.precision),
+    }
+
+
+# --- published tables: Megatron-LM, Llama 3, llm-foundry (knowledge/data/llm_published.yaml)
+
+H100_BF16_PEAK = 989.5e12  # llm-foundry's denominator (composer's GPU_AVAILABLE_FLOPS)
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedCase:
+    table: str
+    row: Mapping[str, Any]
+    gpu: Gpu
+    precision: str
+    profile: StepProfile
+    shape: ModelShape
+    layout: Layout
+    gpus_per_node: int
+    network: str
+    figure: str  # mfu or tflops_per_gpu
+    printed: float
+
+
+def published_tables() -> list[dict[str, Any]]:
+    with PUBLISHED.open(encoding="utf-8") as handle:
+        return list(yaml.safe_load(handle))
+
+
+def _description(table: Mapping[str, Any], row: Mapping[str, Any]) -> dict[str, Any]:
+    if "model" in table:
+        return dict(table["model"])
+    seq = int(row.get("seq") or table["seq"])
+    return {
+        "family": "transformer",
+        "arch": "decoder",
+        "layers": row["layers"],
+        "hidden": row["hidden"],
+        "heads": row["heads"],
+        "ffn": 4 * row["hidden"],
+        "vocab": table["vocab"],
+        "norm": "layernorm",
+        "activation": "gelu",
+        "gated": False,
+        "position": "learned",
+        "max_positions": seq,
+    }
+
+
+def published_cases(knowledge: Knowledge, source: DescribedSource) -> list[PublishedCase]:
+    """Every row of the published tables as a case with its printed layout (``source``
+    profiles a model description for a workload request)."""
+    out = []
+    for table in published_tables():
+        gpu = knowledge.gpu(table["gpu"])
+        for row in table["rows"]:
+            seq = int(row.get("seq") or table["seq"])
+            micro = int(row["micro"])
+            request = {"task": "training", "batch_size": micro, "seq_len": seq,
+                       "precision": table["precision"], "optimizer": "adamw"}  # fmt: skip
+            found = source(_description(table, row), request)
+            shape = ModelShape.from_profile(found)
+            if shape is None:
+                raise ValueError(f"{table['id']}: not a transformer")
+            t, p, c = int(row.get("tp", 1)), int(row.get("pp", 1)), int(row.get("cp", 1))
+            d = int(row.get("dp") or row["gpus"] // (t * p * c))
+            stage = {"megatron": 0, "model": 3 if t * p == 1 else 1}[table["flops"]]
+            layout = Layout(
+                data_parallel=d,
+                tensor_parallel=t,
+                pipeline_parallel=p,
+                context_parallel=c,
+                zero_stage=stage,
+                sequence_parallel=t > 1 and table["flops"] == "model",
+                activation_checkpointing=row.get("checkpointing", table.get("checkpointing")),
+                micro_batch_size=micro,
+                gradient_accumulation=max(1, math.ceil(row["global"] / (micro * d))),
+                virtual_stages=int(row.get("virtual", 1)),
+            )
+            out.append(
+                PublishedCase(
+                    table=table["id"],
+                    row=row,
+                    gpu=gpu,
+                    precision=table["precision"],
+                    profile=StepProfile.from_profile(found),
+                    shape=shape,
+                    layout=layout,
+                    gpus_per_node=int(table["gpus_per_node"]),
+                    network=table["network"],
+                    figure=table["figure"],
+                    printed=float(row[table["figure"]]),
+                )
+            )
+    return out
+
+
+def published_flops(case: PublishedCase) -> float:
+    """FLOPs of one step as the source counts them for its figure: Megatron's eq. 3 (GEMMs,
+    recomputation included), else 6 N + 12 l h s per token (llm-foundry; PaLM's MFU)."""
+    s, shape = case.profile.seq_len or 0, case.shape
+    sequences = case.layout.global_batch
+    if case.table.startswith("megatron"):
+        n, h, v = shape.layers, shape.hidden, shape.vocab
+        return 96 * sequences * s * n * h * h * (1 + s / (6 * h) + v / (16 * n * h))
+    per_token = 6 * shape.parameters + 12 * shape.layers * shape.hidden * s
+    return per_token * sequences * s
+
+
+def published_step(
+    case: PublishedCase, step_model: StepModel, knowledge: Knowledge,
+    stack: OptimizedStack = OPTIMIZED,
+) -> LayoutStep:  # fmt: skip
+    """The printed layout's step on the optimized stack."""
+    mode = math_mode(case.gpu, case.precision)
+    done = work(case.profile, case.gpu, mode, "optimized", step_model, optimized=stack)
+    net = network(knowledge, case.gpu, case.gpus_per_node, inter=case.network)
+    flops = model_flops(case.profile)
+    return layout_step(case.layout, case.profile, case.shape, done, net, mode.tensor_flops, flops)
+
+
+def published_figure(case: PublishedCase, step: LayoutStep) -> float:
+    """The figure the source prints, from a step time: MFU (0-1) or TFLOP/s per GPU."""
+    per_gpu = published_flops(case) / (step.step_s * case.layout.gpus)
+    if case.figure == "tflops_per_gpu":
+        return per_gpu / 1e12
+    return per_gpu / H100_BF16_PEAK
+
+
+def published_report(
+    data: Sequence[PublishedCase], step_model: StepModel, knowledge: Knowledge,
+    stack: OptimizedStack = OPTIMIZED,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """Each published row: the printed figure, the predicted one and the gap in points of
+    peak (MFU points; Megatron's TFLOP/s as a share of the A100's 312)."""
+    out = []
+    for case in data:
+        step = published_step(case, step_model, knowledge, stack)
+        predicted = published_figure(case, step)
+        scale = 312.0 if case.figure == "tflops_per_gpu" else 1.0
+        out.append(
+            {
+                "table": case.table,
+                "model": case.row.get("model") or case.row.get("params_b"),
+                "gpus": case.layout.gpus,
+                "seq": case.profile.seq_len,
+                "layout": case.layout.to_dict(),
+                "figure": case.figure,
+                "printed": case.printed,
+                "predicted": predicted,
+                "gap_points": 100 * (predicted - case.printed) / scale,
+                "bound": step.bound,
+            }
+        )
+    return out
+
+
+def fit_16bit(data: Sequence[PublishedCase], step_model: StepModel, knowledge: Knowledge,
+              start: OptimizedStack = OPTIMIZED) -> OptimizedStack:  # fmt: skip
+    """The 16-bit efficiency with the least absolute log error of the printed figure over
+    ``data`` (the figure is inversely proportional to the step time)."""
+
+    def loss(e: float) -> float:
+        stack = replace(start, efficiency_16bit=e)
+        return sum(
+            abs(math.log(published_figure(c, published_step(c, step_model, knowledge, stack))
+                         / c.printed))
+            for c in data
+        )  # fmt: skip
+
+    return replace(start, efficiency_16bit=min(EFFICIENCIES, key=loss))

@@ -1,0 +1,630 @@
+"""Time per step of a parallel layout, the links it runs over, and what it needs of them.
+
+One optimizer step of a :class:`~service.engine.layout.Layout` on ``n`` GPUs:
+
+- each GPU computes ``1 / (t p c)`` of a micro-batch's forward and backward (tensor,
+  pipeline and context parallelism split the work), once more the forward where activations
+  are fully recomputed, for each of the ``m`` micro-batches of the step;
+- tensor parallelism all-reduces the layer's activations twice in the forward and twice in
+  the backward of every layer (twice more when recomputing), with sequence parallelism as a
+  reduce-scatter and an all-gather of the same volume (Megatron-LM; Korthikanti et al. 2022):
+  over the link inside a node, not hidden;
+- a 1F1B pipeline idles ``(p - 1) / v`` micro-batch times (the bubble; Narayanan et al.
+  2021, section 2.2), and sends each micro-batch's activations to the next stage;
+- data parallelism reduces the gradients once per step (ZeRO 0 and 1), reduce-scatters them
+  each micro-batch (ZeRO 2), or also gathers the parameters for each micro-batch's forward and
+  backward (ZeRO 3 / FSDP full shard), each hidden behind backward as far as the scaling
+  model's fitted overlap allows (:mod:`service.engine.scaling`);
+- the optimizer updates the shard each GPU owns (on the host when it is offloaded).
+
+The compute comes from one of two stacks. ``pytorch``: the step model fitted on Lambda's
+stock-PyTorch benchmarks (:mod:`service.engine.step_model`), its kernel launches and host
+time included. ``optimized``: a vendor-tuned stack (Megatron / NeMo with fused kernels and
+CUDA graphs, TensorRT-LLM): matmul-like work at :data:`OPTIMIZED` ``matmul_efficiency`` of the
+dense peak, memory-bound work fused away but for ``memory_share`` of the eager bytes, and no
+host time; fitted on MLPerf Training's LLM rows (see :func:`fit_optimized`).
+
+Inference per layout (:func:`layout_inference`): prefill is the profile's prefill split over
+the tensor-parallel ranks; each decoded token reads the weights (at their precision) and the
+KV cache (at its precision) once, at the bandwidth the GPU's SMs can use, and all-reduces
+twice per layer; the KV cache left after the weights bounds the concurrency.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from knowledge import Knowledge
+from knowledge.records import Gpu
+from service.engine import scaling
+from service.engine.errors import InvalidRequest
+from service.engine.layout import Layout, LayoutMemory, ModelShape, layouts_for, memory_per_gpu
+from service.engine.roofline import MathMode, resource_times
+from service.engine.step_model import DEFAULT_SUITE, StepModel
+from service.engine.step_profile import StepProfile
+
+STACKS = ("pytorch", "optimized")
+ACTIVATION_BYTES = {"fp32": 4, "tf32": 4}  # bytes per activation value exchanged; else 2
+WEIGHT_BYTES = {"fp32": 4.0, "tf32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0,
+                "int4": 0.5}  # fmt: skip
+# the bandwidth at which a layout's communication costs at most this share of its step
+NEEDED_EXPOSED_SHARE = 0.10
+
+
+@dataclass(frozen=True, slots=True)
+class OptimizedStack:
+    """The vendor-tuned stack's constants (see :mod:`service.engine.llm_validation`)."""
+
+    efficiency_16bit: float  # share of the dense 16-bit tensor peak its GEMMs reach
+    efficiency_8bit: float  # share of the dense FP8 peak its FP8 GEMMs reach
+    memory_share: float  # share of the eager step's bytes left after fusion
+    source: str
+
+    def efficiency(self, precision: str) -> float:
+        return self.efficiency_8bit if precision in EIGHT_BIT else self.efficiency_16bit
+
+
+EIGHT_BIT = frozenset({"fp8", "int8", "int4"})
+# fused attention kernels reach about this share of what the stack's GEMMs reach (Dao 2023,
+# "FlashAttention-2", figs. 5-7: 50-73% of the A100's peak forward, backward and H100 lower,
+# against 70-80% for large GEMMs)
+ATTENTION_SHARE = 0.6
+# Fitted by llm_validation.fit_optimized: 16-bit on llm-foundry's MPT rows (H100, bf16), FP8
+# on MLPerf Training v3.0-v4.1's GPT-3 175B and Llama 2 70B LoRA rows; tests/engine/
+# test_llm_validation.py checks both fits and the golden tables.
+OPTIMIZED = OptimizedStack(
+    efficiency_16bit=0.52,
+    efficiency_8bit=0.46,
+    memory_share=0.2,
+    source="16-bit: llm-foundry MPT on H100 (2024-01-06); FP8: MLPerf Training v3.0-v4.1 "
+    "GPT-3 175B and Llama 2 70B LoRA (2023-06-27 to 2024-11-13)",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Network:
+    """The links a layout's groups talk over: inside a node, and between nodes."""
+
+    intra: scaling.Link
+    inter: scaling.Link
+    gpus_per_node: int
+    sms: int = 0  # the GPU's streaming multiprocessors (0: GEMM waves not modelled)
+
+
+def network(
+    knowledge: Knowledge,
+    gpu: Gpu,
+    gpus_per_node: int = scaling.GPUS_PER_NODE,
+    intra: str | None = None,
+    inter: str | None = None,
+    nvlink: bool | None = None,
+) -> Network:
+    """The links of a server of ``gpus_per_node`` GPUs (the GPU's own, unless ``intra``
+    names an interconnect record) and between servers (``inter``, else the default)."""
+    inside = scaling.link_for(knowledge, gpu, gpus_per_node, nvlink)
+    if intra is not None:
+        inside = _named_link(knowledge, intra, gpu, "inside a node")
+    between = _named_link(knowledge, inter or scaling.DEFAULT_NETWORK, gpu, "between nodes")
+    return Network(inside, between, gpus_per_node, gpu.sm_count)
+
+
+def _named_link(knowledge: Knowledge, link_id: str, gpu: Gpu, where: str) -> scaling.Link:
+    rec = knowledge.interconnects.get(link_id)
+    if rec is None:
+        known = ", ".join(sorted(knowledge.interconnects))
+        raise InvalidRequest("interconnect", f"unknown interconnect '{link_id}' (known: {known})")
+    bandwidth = rec.bandwidth_gb_per_s_per_direction
+    if rec.kind in ("nvlink", "nvswitch") and gpu.nvlink_bandwidth_gb_per_s:
+        bandwidth = min(bandwidth, gpu.nvlink_bandwidth_gb_per_s / 2)
+    why = f"{rec.name} {where}, {bandwidth:g} GB/s per GPU per direction"
+    return scaling.Link(rec.id, rec.name, bandwidth, rec.latency_us, True, why)
+
+
+@dataclass(frozen=True, slots=True)
+class Work:
+    """One micro-batch of the whole model on one GPU, by phase (seconds)."""
+
+    forward_s: float
+    backward_s: float
+    optimizer_s: float
+    launch_s: float  # per micro-batch: kernel launches the GPU's work does not hide
+    host_s: float  # per optimizer step
+
+
+def work(
+    profile: StepProfile,
+    gpu: Gpu,
+    mode: MathMode,
+    stack: str,
+    step_model: StepModel,
+    workload: str | None = None,
+    suite: str = DEFAULT_SUITE,
+    optimized: OptimizedStack = OPTIMIZED,
+) -> Work:
+    """The micro-batch's work on ``gpu`` under ``stack``."""
+    if stack == "pytorch":
+        forward = step_model.phase_gpu_s(profile, gpu, mode, workload, ["forward"])
+        backward = step_model.phase_gpu_s(profile, gpu, mode, workload, ["backward"])
+        parts = step_model.parts(profile, gpu, mode, workload, suite)
+        return Work(forward, backward, parts.optimizer_s, parts.launch_s, parts.host_s)
+    bandwidth = step_model.bandwidth(gpu)
+    efficiency = optimized.efficiency(profile.precision)
+    # FP8 recipes (Transformer Engine) keep attention in 16 bits
+    attention_flops = mode.tensor_flops
+    if profile.precision in EIGHT_BIT and gpu.bf16_tflops:
+        attention_flops = gpu.bf16_tflops * 1e12
+
+    def timed(phase: str) -> float:
+        t = resource_times(profile.mix, mode, bandwidth, [phase])
+        attention = profile.mix.work.get((phase, "attention"), (0.0, 0.0))[0]
+        matmul = t.tensor_s + t.cuda_core_s - attention / mode.tensor_flops
+        compute = (matmul + attention / attention_flops / ATTENTION_SHARE) / efficiency
+        compute += t.vector_s
+        return compute + t.memory_s * optimized.memory_share
+
+    optimizer = resource_times(profile.mix, mode, bandwidth, ["optimizer"]).total_s
+    return Work(timed("forward"), timed("backward"), optimizer, 0.0, 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class LinkUse:
+    """One group's traffic per step over its link, and what it costs."""
+
+    group: str  # tensor, pipeline, data
+    link: scaling.Link
+    bytes_per_step: float  # per GPU, one direction
+    time_s: float  # the transfers' time
+    exposed_s: float  # the part no computation hides
+    window_s: float  # the computation it can hide behind
+
+    def needed_gb_per_s(self, step_s: float) -> float:
+        """The bandwidth at which this traffic shows at most NEEDED_EXPOSED_SHARE of the step
+        (hidden behind ``window_s`` first)."""
+        window = self.window_s + NEEDED_EXPOSED_SHARE * step_s
+        return self.bytes_per_step / window / 1e9 if window > 0 else math.inf
+
+    def to_dict(self, step_s: float) -> dict[str, Any]:
+        return {
+            "group": self.group,
+            "link": self.link.id,
+            "link_name": self.link.name,
+            "link_gb_per_s": self.link.bandwidth_gb_per_s,
+            "bytes_per_step": self.bytes_per_step,
+            "time_s": self.time_s,
+            "exposed_s": self.exposed_s,
+            "needed_gb_per_s": self.needed_gb_per_s(step_s),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutStep:
+    """One optimizer step of a layout, in its parts (seconds, per GPU)."""
+
+    layout: Layout
+    compute_s: float  # forward and backward of every micro-batch
+    recompute_s: float
+    tensor_parallel_s: float
+    context_parallel_s: float
+    pipeline_bubble_s: float
+    pipeline_send_s: float
+    data_parallel_s: float  # exposed
+    optimizer_s: float
+    host_s: float
+    step_s: float
+    samples_per_step: float
+    tokens_per_step: float
+    model_flops_per_step: float  # all GPUs, no recomputation
+    peak_flops: float  # one GPU's dense peak for the precision
+    links: tuple[LinkUse, ...]
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.samples_per_step / self.step_s
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens_per_step / self.step_s
+
+    @property
+    def mfu(self) -> float:
+        """Model FLOPs (no recomputation) per second over the GPUs' dense peak."""
+        return self.model_flops_per_step / (self.step_s * self.layout.gpus * self.peak_flops)
+
+    @property
+    def bound(self) -> str:
+        parts = {
+            "compute": self.compute_s + self.recompute_s + self.optimizer_s,
+            "tensor_parallel_communication": self.tensor_parallel_s,
+            "context_parallel_communication": self.context_parallel_s,
+            "pipeline_bubble": self.pipeline_bubble_s + self.pipeline_send_s,
+            "data_parallel_communication": self.data_parallel_s,
+            "host": self.host_s,
+        }
+        return max(parts, key=lambda k: parts[k])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step_time_s": self.step_s,
+            "samples_per_s": self.samples_per_s,
+            "tokens_per_s": self.tokens_per_s,
+            "mfu": self.mfu,
+            "bound": self.bound,
+            "global_batch_size": self.samples_per_step,
+            "breakdown": {
+                "compute_s": self.compute_s,
+                "recompute_s": self.recompute_s,
+                "tensor_parallel_s": self.tensor_parallel_s,
+                "context_parallel_s": self.context_parallel_s,
+                "pipeline_bubble_s": self.pipeline_bubble_s,
+                "pipeline_send_s": self.pipeline_send_s,
+                "data_parallel_exposed_s": self.data_parallel_s,
+                "optimizer_s": self.optimizer_s,
+                "host_s": self.host_s,
+            },
+            "links": [u.to_dict(self.step_s) for u in self.links],
+        }
+
+
+TILE = 128  # rows and columns of the output tile one SM computes at a time (CUTLASS/cuBLAS)
+
+
+def wave_efficiency(tokens: float, shape: ModelShape, tensor_parallel: int, sms: int) -> float:
+    """The share of a GPU's SMs a layer's GEMMs keep busy: each GEMM's output tiles run in
+    waves of one tile per SM, and the last wave is partly empty (wave quantisation). Weighed
+    by the GEMMs' FLOPs; ``tokens``: the GEMMs' rows (a micro-batch's tokens on one rank)."""
+    h, t = shape.hidden, tensor_parallel
+    head = h // max(shape.heads, 1)
+    kv = shape.kv_heads * head
+    up = shape.ffn * (2 if shape.gated else 1)
+    gemms = (  # (output columns on one rank, inner dimension on one rank)
+        ((h + 2 * kv) / t, h),  # QKV, column parallel
+        (h, h / t),  # attention output, row parallel
+        (up / t, h),  # MLP up (and gate), column parallel
+        (h, shape.ffn / t),  # MLP down, row parallel
+    )
+    rows = math.ceil(tokens / TILE)
+    done = total = 0.0
+    for columns, inner in gemms:
+        tiles = rows * math.ceil(columns / TILE)
+        waves = math.ceil(tiles / sms)
+        flops = tokens * columns * inner
+        done += flops * tiles / (waves * sms)
+        total += flops
+    return done / total if total else 1.0
+
+
+def _ring(volume_bytes: float, ranks: int, link: scaling.Link, share: float, hops: int) -> float:
+    """``hops`` ring collectives of ``volume_bytes`` per GPU each over ``ranks`` GPUs (an
+    all-reduce is 2 (n - 1) / n of its buffer, a reduce-scatter or all-gather half that)."""
+    if ranks <= 1 or volume_bytes <= 0:
+        return 0.0
+    bandwidth = link.bandwidth_gb_per_s * 1e9 * share
+    return volume_bytes / bandwidth + hops * (ranks - 1) * link.latency_us * 1e-6
+
+
+def _group_link(net: Network, span: int, stride: int = 1) -> scaling.Link:
+    """The link a group of GPUs ``span`` ranks wide, its members ``stride`` ranks apart,
+    crosses. Between nodes NCCL runs one ring per network port, so a group with ``k``
+    members in each node moves its traffic through ``k`` ports at once (never faster than
+    the link inside the node)."""
+    if span <= net.gpus_per_node:
+        return net.intra
+    members = max(1, net.gpus_per_node // max(stride, 1))
+    bandwidth = min(net.intra.bandwidth_gb_per_s, net.inter.bandwidth_gb_per_s * members)
+    if members == 1:
+        return net.inter
+    why = f"{net.inter.why}, {members} ports per node in parallel"
+    return replace(net.inter, bandwidth_gb_per_s=bandwidth, why=why)
+
+
+@dataclass(frozen=True, slots=True)
+class _Micro:
+    """One micro-batch on one GPU of a layout: what the communication models read."""
+
+    layout: Layout
+    profile: StepProfile
+    shape: ModelShape
+    net: Network
+    forward_s: float
+    backward_s: float
+    recompute_s: float
+    share: float  # achieved share of a link's bandwidth
+    per_value: int  # bytes per activation value exchanged
+
+
+def _tensor_parallel(x: _Micro) -> LinkUse | None:
+    """4 collectives per layer (6 when recomputing), each over the layer's activations of
+    the micro-batch (per context-parallel rank); not hidden."""
+    lay = x.layout
+    t, m = lay.tensor_parallel, lay.gradient_accumulation
+    if t == 1:
+        return None
+    act = x.profile.tokens_per_step / lay.context_parallel * x.shape.hidden * x.per_value
+    calls = (6 if x.recompute_s else 4) * x.shape.layers / lay.pipeline_parallel
+    volume = calls * 2 * (t - 1) / t * act * m
+    link = _group_link(x.net, t)
+    time_s = _ring(volume, t, link, x.share, 2 * int(calls * m))
+    return LinkUse("tensor", link, volume, time_s, time_s, 0.0)
+
+
+def _context_parallel(x: _Micro) -> LinkUse | None:
+    """Each rank's keys and values go round the ring, once in the forward and twice in the
+    backward (their gradients come back); not hidden."""
+    lay = x.layout
+    t, c, m = lay.tensor_parallel, lay.context_parallel, lay.gradient_accumulation
+    if c == 1:
+        return None
+    kv = x.shape.kv_heads * (x.shape.hidden // max(x.shape.heads, 1))
+    chunk = x.profile.tokens_per_step / c * 2 * kv / t * x.per_value
+    layers = x.shape.layers / lay.pipeline_parallel * m
+    volume = 3 * (c - 1) * chunk * layers
+    link = _group_link(x.net, t * c, t)
+    time_s = _ring(volume, c, link, x.share, 3 * (c - 1) * int(layers))
+    return LinkUse("context", link, volume, time_s, time_s, 0.0)
+
+
+def _pipeline_send(x: _Micro) -> LinkUse | None:
+    """Each micro-batch's activations to the next stage and their gradients back."""
+    lay = x.layout
+    if lay.pipeline_parallel == 1:
+        return None
+    t, c = lay.tensor_parallel, lay.context_parallel
+    act = x.profile.tokens_per_step / c / t * x.shape.hidden * x.per_value  # sequence parallel
+    link = _group_link(x.net, t * c * lay.data_parallel + 1, x.net.gpus_per_node)
+    volume = 2 * act * lay.gradient_accumulation * lay.virtual_stages
+    time_s = volume / (link.bandwidth_gb_per_s * 1e9 * x.share)
+    return LinkUse("pipeline", link, volume, time_s, time_s, 0.0)
+
+
+def _data_parallel(x: _Micro, params: scaling.Params) -> LinkUse | None:
+    """Gradients reduced over the data- and context-parallel ranks as the ZeRO stage does
+    it, hidden behind the computation it overlaps."""
+    lay = x.layout
+    t, p, m = lay.tensor_parallel, lay.pipeline_parallel, lay.gradient_accumulation
+    ranks = lay.shard_group
+    if ranks == 1:
+        return None
+    link = _group_link(x.net, t * ranks, t)
+    grads = x.profile.gradients_bytes / (t * p)
+    weights = x.profile.memory.parameters_bytes / (t * p)
+    half = (ranks - 1) / ranks
+    work_s = x.forward_s + x.backward_s
+    if lay.zero_stage == 3:  # gather for forward and backward, scatter the grads
+        volume = m * half * (2 * weights + grads)
+        window = m * (work_s + x.recompute_s) * params.overlap
+    elif lay.zero_stage == 2:  # scatter each micro-batch, gather the update once
+        volume = half * (m * grads + weights)
+        window = (m - 1) * work_s + x.backward_s * params.overlap
+    else:  # all-reduce once, behind the last micro-batch's backward
+        volume = 2 * half * grads
+        window = x.backward_s * params.overlap
+    hops = 2 * max(1, math.ceil(grads / scaling.DDP_BUCKET_BYTES))
+    time_s = _ring(volume, ranks, link, x.share, hops * (m if lay.zero_stage >= 2 else 1))
+    return LinkUse("data", link, volume, time_s, max(0.0, time_s - window), window)
+
+
+def layout_step(
+    layout: Layout,
+    profile: StepProfile,
+    shape: ModelShape | None,
+    done: Work,
+    net: Network,
+    peak_flops: float,
+    model_flops: float,
+    params: scaling.Params = scaling.DEFAULT,
+) -> LayoutStep:
+    """The step of ``layout`` for a micro-batch of ``profile`` (``done``: its work on one
+    GPU; ``model_flops``: its forward and backward FLOPs, whole model)."""
+    t, p, c = layout.tensor_parallel, layout.pipeline_parallel, layout.context_parallel
+    m = layout.gradient_accumulation
+    slower = 1.0
+    if shape is not None and net.sms:
+        whole = wave_efficiency(profile.tokens_per_step, shape, 1, net.sms)
+        slower = whole / wave_efficiency(profile.tokens_per_step / c, shape, t, net.sms)
+    forward = done.forward_s / (t * p * c) * slower
+    backward = done.backward_s / (t * p * c) * slower
+    recompute = forward if layout.activation_checkpointing == "full" else 0.0
+    uses: list[LinkUse] = []
+    if shape is not None:
+        x = _Micro(layout, profile, shape, net, forward, backward, recompute,
+                   params.bandwidth_share, ACTIVATION_BYTES.get(profile.precision, 2))  # fmt: skip
+        found = (_tensor_parallel(x), _context_parallel(x), _pipeline_send(x))
+        uses = [u for u in (*found, _data_parallel(x, params)) if u is not None]
+    exposed = {u.group: u.exposed_s for u in uses}
+    micro = (
+        forward + backward + recompute + (exposed.get("tensor", 0) + exposed.get("context", 0)) / m
+    )
+    bubble = (p - 1) / layout.virtual_stages * micro
+    ranks = layout.shard_group
+    optimizer = done.optimizer_s / (t * p)
+    if layout.zero_stage >= 1:
+        optimizer /= ranks
+    if layout.offload != "none":  # the update runs on the host, the shard crosses PCIe
+        optimizer = _offloaded(profile, t * p * (ranks if layout.zero_stage else 1))
+    host = done.host_s + done.launch_s * m / p
+    if layout.gpus > 1 and done.host_s:
+        host += params.sync_us * 1e-6
+    send, dp = exposed.get("pipeline", 0.0), exposed.get("data", 0.0)
+    step = micro * m + bubble + send + dp + optimizer + host
+    d = layout.data_parallel
+    return LayoutStep(
+        layout=layout,
+        compute_s=(forward + backward) * m,
+        recompute_s=recompute * m,
+        tensor_parallel_s=exposed.get("tensor", 0.0),
+        context_parallel_s=exposed.get("context", 0.0),
+        pipeline_bubble_s=bubble,
+        pipeline_send_s=send,
+        data_parallel_s=dp,
+        optimizer_s=optimizer,
+        host_s=host,
+        step_s=step,
+        samples_per_step=profile.samples_per_step * m * d,
+        tokens_per_step=profile.tokens_per_step * m * d,
+        model_flops_per_step=model_flops * m * d,
+        peak_flops=peak_flops,
+        links=tuple(uses),
+    )
+
+
+# ZeRO-Offload's update on the host: the fp32 states stream through host memory at about
+# this rate, and the 16-bit gradients and parameters cross PCIe once each way
+HOST_UPDATE_BYTES_PER_S = 50e9
+HOST_LINK_BYTES_PER_S = 25e9
+
+
+def _offloaded(profile: StepProfile, split: int) -> float:
+    memory = profile.memory
+    states = (memory.optimizer_states_bytes + memory.master_weights_bytes) / split
+    moved = (memory.gradients_bytes + memory.parameters_bytes) / split
+    return 2 * states / HOST_UPDATE_BYTES_PER_S + moved / HOST_LINK_BYTES_PER_S
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """A layout with its memory and step on one GPU type."""
+
+    layout: Layout
+    memory: LayoutMemory
+    usable_bytes: float
+    step: LayoutStep
+
+    @property
+    def fits(self) -> bool:
+        return self.memory.total_bytes <= self.usable_bytes
+
+    @property
+    def headroom(self) -> float:
+        return 1.0 - self.memory.total_bytes / self.usable_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "layout": self.layout.to_dict(),
+            "gpus": self.layout.gpus,
+            "fits": self.fits,
+            "memory_per_gpu_bytes": self.memory.total_bytes,
+            "memory_headroom": round(self.headroom, 4),
+            "memory": self.memory.to_dict(),
+            **self.step.to_dict(),
+        }
+
+
+def plan_layout(
+    layout: Layout,
+    profile: StepProfile,
+    shape: ModelShape | None,
+    done: Work,
+    net: Network,
+    mode: MathMode,
+    usable_bytes: float,
+) -> Planned:
+    """A layout's memory and step."""
+    held = memory_per_gpu(profile.memory, layout, shape, profile.trains)
+    flops = model_flops(profile)
+    step = layout_step(layout, profile, shape, done, net, mode.tensor_flops, flops)
+    return Planned(layout, held, usable_bytes, step)
+
+
+def model_flops(profile: StepProfile) -> float:
+    """Forward and backward FLOPs of one micro-batch, whole model (no optimizer)."""
+    return sum(
+        flops
+        for (phase, _), (flops, _moved) in profile.mix.work.items()
+        if phase in ("forward", "backward")
+    )
+
+
+def global_accumulation(layout: Layout, global_batch: int | None, micro: float) -> int:
+    """Micro-batches per step: enough for ``global_batch`` where given, else four per
+    pipeline stage (a bubble of at most a quarter)."""
+    if global_batch:
+        return max(1, math.ceil(global_batch / (micro * layout.data_parallel)))
+    return 4 * layout.pipeline_parallel if layout.pipeline_parallel > 1 else 1
+
+
+def ranked(found: Sequence[Planned]) -> list[Planned]:
+    """Fitting layouts first, then by throughput (samples per second), highest first; at
+    equal throughput the one holding less memory."""
+    return sorted(found, key=lambda x: (not x.fits, -x.step.samples_per_s, x.memory.total_bytes))
+
+
+def by_count_fastest(found: Mapping[int, Sequence[Planned]]) -> dict[int, Planned | None]:
+    """The fastest fitting layout at each count (None where none fits)."""
+    return {n: next((x for x in ranked(v) if x.fits), None) for n, v in sorted(found.items())}
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Every valid layout at ``count`` GPUs ranked, the fewest GPUs on which one fits, and
+    the fastest fitting layout at each count up to ``max_count``."""
+
+    count: int
+    ranked: tuple[Planned, ...]
+    smallest_count: int | None
+    fastest_by_count: Mapping[int, Planned | None]
+    net: Network
+    stack: str
+
+
+def planned_at(
+    count: int,
+    profile: StepProfile,
+    shape: ModelShape | None,
+    done: Work,
+    net: Network,
+    mode: MathMode,
+    usable_bytes: float,
+    global_batch: int | None = None,
+) -> list[Planned]:
+    """Every valid layout of ``count`` GPUs with its memory and step; where two differ in
+    nothing measured (same memory and step), the one with fewer options switched on."""
+    micro = profile.batch_size
+    out: list[Planned] = []
+    seen: set[tuple[float, float]] = set()
+    for base in layouts_for(count, shape, net.gpus_per_node, profile.seq_len, profile.trains):
+        if global_batch and micro * base.data_parallel > global_batch:
+            continue
+        accumulation = global_accumulation(base, global_batch, micro) if profile.trains else 1
+        layout = replace(
+            base, micro_batch_size=max(1, round(micro)), gradient_accumulation=accumulation
+        )
+        found = plan_layout(layout, profile, shape, done, net, mode, usable_bytes)
+        key = (round(found.memory.total_bytes), round(found.step.step_s, 9))
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(found)
+    return ranked(out)
+
+
+def plan(
+    profile: StepProfile,
+    shape: ModelShape | None,
+    done: Work,
+    net: Network,
+    mode: MathMode,
+    usable_bytes: float,
+    stack: str,
+    count: int | None = None,
+    max_count: int = 64,
+    global_batch: int | None = None,
+) -> Plan:
+    """The plan for ``profile`` on GPUs of ``usable_bytes`` each (see :class:`Plan`)."""
+    by_count: dict[int, list[Planned]] = {}
+    n = 1
+    while n <= max(max_count, count or 1):
+        by_count[n] = planned_at(n, profile, shape, done, net, mode, usable_bytes, global_batch)
+        n *= 2
+    if count is not None and count not in by_count:
+        by_count[count] = planned_at(
+            count, profile, shape, done, net, mode, usable_bytes, global_batch
+        )
+    fastest = by_count_fastest(by_count)
+    smallest = next((k for k, v in fastest.items() if v is not None), None)
+    at = count if count is not None else smallest
+    chosen = tuple(by_count.get(at, [])) if at is not None else ()
+    limited = {k: v for k, v in fastest.items() if k <= max_count or k == count}
+    return Plan(at or 0, chosen, smallest, limited, net, stack)
