@@ -18,6 +18,7 @@ from service.api import (
     jobs,
     models,
     offers,
+    plans,
     profiles,
     traces,
 )
@@ -34,6 +35,7 @@ BLUEPRINTS = (
     profiles.blp,
     traces.blp,
     estimates.blp,
+    plans.blp,
     jobs.blp,
 )
 API_VERSION = "0.1.0"

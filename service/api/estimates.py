@@ -9,14 +9,17 @@ from marshmallow import Schema, ValidationError, fields, validate, validates_sch
 
 from profiles.workload import WorkloadSchema
 from service.api.base import Blueprint
+from service.api.lookups import gpu_filter
+from service.api.plans import LayoutSchema, layout_options
 from service.api.profiles import MODEL_DESCRIPTION, MemorySchema
+from service.engine.plans import layout_estimate
 from service.errors import InvalidInput, NotFound
 from service.state import state
 
 blp = Blueprint("estimates", __name__, url_prefix="/v1", description="Performance estimates")
 
 
-class EstimateRequestSchema(Schema):
+class EstimateRequestSchema(Schema.from_dict(layout_options())):  # type: ignore[misc]
     model = fields.Dict(metadata={"description": MODEL_DESCRIPTION})
     workload = fields.Nested(
         WorkloadSchema, metadata={"description": "batch_size is per GPU (per replica)"}
@@ -41,6 +44,13 @@ class EstimateRequestSchema(Schema):
         metadata={"description": "samples/s per GPU the input pipeline can deliver"},
     )
     reference_gpu = fields.String(metadata={"description": "with trace_id: the traced GPU"})
+    layout = fields.Nested(
+        LayoutSchema,
+        metadata={
+            "description": "a parallel layout instead of plain data parallel (count is then "
+            "its GPUs); see POST /v1/plans for every valid one"
+        },
+    )
 
     @validates_schema
     def _one_source(self, data: dict[str, Any], **_: Any) -> None:
@@ -147,6 +157,17 @@ class EstimateSchema(Schema):
     reference_gpu = fields.String()
     assumptions = fields.List(fields.String())
     knowledge_version = fields.String()
+    layout = fields.Dict(metadata={"description": "with a layout: the layout estimated"})
+    layout_estimate = fields.Dict(
+        metadata={
+            "description": "with a layout: memory per GPU by part, step breakdown (compute, "
+            "recomputation, tensor/context-parallel collectives, pipeline bubble, exposed "
+            "data-parallel traffic), MFU and each link's traffic"
+        }
+    )
+    inference = fields.Dict(
+        metadata={"description": "inference with a layout: TTFT, TPOT, KV-limited concurrency"}
+    )
 
 
 @blp.route("/estimates")
@@ -159,9 +180,11 @@ class Estimates(MethodView):
     def post(self, body: dict[str, Any]) -> dict[str, Any]:
         """Estimate step time, throughput, memory and the bound on a GPU (and n of them)"""
         knowledge = state().knowledge
-        if knowledge.resolve_gpu(body["gpu"]) is None:
-            close = ", ".join(knowledge.gpu_index.suggest(body["gpu"])) or "none"
-            raise InvalidInput("gpu", f"unknown GPU '{body['gpu']}' (close matches: {close})")
+        gpu_filter(knowledge, body["gpu"], location="json")
+        if body.get("layout") is not None:
+            if body.get("trace_id"):
+                raise InvalidInput("layout", "a layout is estimated from a model or profile")
+            return layout_estimate(state().estimates, body)
         result = state().estimates.request(body).to_dict()
         result["knowledge_version"] = knowledge.version
         return result

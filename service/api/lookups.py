@@ -6,16 +6,18 @@ from knowledge import Knowledge
 from service.errors import InvalidInput
 
 
-def _unknown(field: str, what: str, name: str, close: list[str]) -> InvalidInput:
+def _unknown(
+    field: str, what: str, name: str, close: list[str], location: str = "query"
+) -> InvalidInput:
     hint = ", ".join(close) or "none"
-    return InvalidInput(field, f"unknown {what} '{name}' (close matches: {hint})", "query")
+    return InvalidInput(field, f"unknown {what} '{name}' (close matches: {hint})", location)
 
 
-def gpu_filter(knowledge: Knowledge, name: str, field: str = "gpu") -> str:
-    """The GPU id for ``name``."""
+def gpu_filter(knowledge: Knowledge, name: str, field: str = "gpu", location: str = "query") -> str:
+    """The GPU id for ``name`` (``location``: where the name came from, query or json)."""
     gpu_id = knowledge.resolve_gpu(name)
     if gpu_id is None:
-        raise _unknown(field, "GPU", name, knowledge.gpu_index.suggest(name))
+        raise _unknown(field, "GPU", name, knowledge.gpu_index.suggest(name), location)
     return gpu_id
 
 

@@ -283,6 +283,7 @@ def _description(table: Mapping[str, Any], row: Mapping[str, Any]) -> dict[str, 
         "gated": False,
         "position": "learned",
         "max_positions": seq,
+        "tie_embeddings": True,  # MPT and Megatron's GPT share the input and output embedding
     }
 
 

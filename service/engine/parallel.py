@@ -537,12 +537,9 @@ def model_flops(profile: StepProfile) -> float:
     )
 
 
-def global_accumulation(layout: Layout, global_batch: int | None, micro: float) -> int:
-    """Micro-batches per step: enough for ``global_batch`` where given, else four per
-    pipeline stage (a bubble of at most a quarter)."""
-    if global_batch:
-        return max(1, math.ceil(global_batch / (micro * layout.data_parallel)))
-    return 4 * layout.pipeline_parallel if layout.pipeline_parallel > 1 else 1
+def global_accumulation(layout: Layout, global_batch: int, micro: float) -> int:
+    """Micro-batches per step for ``global_batch`` samples (at least one)."""
+    return max(1, math.ceil(global_batch / (micro * layout.data_parallel)))
 
 
 def ranked(found: Sequence[Planned]) -> list[Planned]:
@@ -582,12 +579,13 @@ def planned_at(
     """Every valid layout of ``count`` GPUs with its memory and step; where two differ in
     nothing measured (same memory and step), the one with fewer options switched on."""
     micro = profile.batch_size
+    target = global_batch or max(1, round(count * micro))  # default: a micro-batch per GPU
     out: list[Planned] = []
     seen: set[tuple[float, float]] = set()
     for base in layouts_for(count, shape, net.gpus_per_node, profile.seq_len, profile.trains):
-        if global_batch and micro * base.data_parallel > global_batch:
+        if micro * base.data_parallel > target:
             continue
-        accumulation = global_accumulation(base, global_batch, micro) if profile.trains else 1
+        accumulation = global_accumulation(base, target, micro) if profile.trains else 1
         layout = replace(
             base, micro_batch_size=max(1, round(micro)), gradient_accumulation=accumulation
         )
@@ -628,3 +626,130 @@ def plan(
     chosen = tuple(by_count.get(at, [])) if at is not None else ()
     limited = {k: v for k, v in fastest.items() if k <= max_count or k == count}
     return Plan(at or 0, chosen, smallest, limited, net, stack)
+
+
+# --- inference per layout ------------------------------------------------------------------
+
+KV_BYTES = {"fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+WEIGHT_PRECISIONS = ("fp16", "bf16", "fp8", "int8", "int4")
+# decode streams weights and cache: the share of the usable bandwidth it reaches (TensorRT-LLM
+# and vLLM decode kernels; eager PyTorch pays its launches on top)
+DECODE_BANDWIDTH_SHARE = 0.8
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutInference:
+    """Serving ``profile``'s requests on one tensor-parallel group (times in seconds)."""
+
+    tensor_parallel: int
+    weight_precision: str
+    kv_precision: str
+    concurrency: int
+    max_concurrency: int  # sequences whose full KV cache fits beside the weights
+    weights_bytes_per_gpu: float
+    kv_bytes_per_sequence_per_gpu: float
+    time_to_first_token_s: float
+    time_per_output_token_s: float
+    decode_memory_s: float
+    decode_compute_s: float
+    decode_communication_s: float
+    decode_launch_s: float
+    output_tokens_per_s: float  # at ``concurrency``, the whole group
+    bound: str  # memory_bandwidth or compute (of a decoded token)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tensor_parallel": self.tensor_parallel,
+            "weight_precision": self.weight_precision,
+            "kv_precision": self.kv_precision,
+            "concurrency": self.concurrency,
+            "max_concurrency": self.max_concurrency,
+            "weights_bytes_per_gpu": self.weights_bytes_per_gpu,
+            "kv_bytes_per_sequence_per_gpu": self.kv_bytes_per_sequence_per_gpu,
+            "time_to_first_token_s": self.time_to_first_token_s,
+            "time_per_output_token_s": self.time_per_output_token_s,
+            "output_tokens_per_s": self.output_tokens_per_s,
+            "bound": self.bound,
+            "decode_breakdown": {
+                "memory_s": self.decode_memory_s,
+                "compute_s": self.decode_compute_s,
+                "communication_s": self.decode_communication_s,
+                "launch_s": self.decode_launch_s,
+            },
+        }
+
+
+def layout_inference(
+    profile: StepProfile,
+    shape: ModelShape | None,
+    gpu: Gpu,
+    mode: MathMode,
+    step_model: StepModel,
+    net: Network,
+    tensor_parallel: int,
+    stack: str,
+    usable_bytes: float,
+    weight_precision: str | None = None,
+    kv_precision: str | None = None,
+    concurrency: int | None = None,
+    optimized: OptimizedStack = OPTIMIZED,
+) -> LayoutInference:
+    """Prefill and decode of ``profile`` (an inference profile, batch = sequences) on a
+    tensor-parallel group of ``tensor_parallel`` GPUs. Each decoded token reads every weight
+    once (at ``weight_precision``) and each sequence's KV cache (at ``kv_precision``,
+    on average half-way through its output), and all-reduces twice per layer."""
+    t = tensor_parallel
+    base = WEIGHT_BYTES.get(profile.precision, 2.0)
+    wp = weight_precision or profile.precision
+    kvp = kv_precision or ("bf16" if profile.precision in EIGHT_BIT else profile.precision)
+    memory = profile.memory
+    weights = memory.parameters_bytes * WEIGHT_BYTES[wp] / base / t
+    batch = max(profile.batch_size, 1.0)
+    kv_split = min(t, shape.kv_heads) if shape is not None else 1
+    kv_full = memory.kv_cache_bytes / batch * KV_BYTES.get(kvp, 2.0) / base / kv_split
+    spare = usable_bytes - weights - memory.runtime_overhead_bytes
+    spare -= memory.temporary_peak_bytes / t
+    most = max(0, math.floor(spare / kv_full)) if kv_full > 0 else 0
+    c = concurrency or max(1, most)
+    prompt = float(profile.prompt_tokens or 0)
+    output = float(profile.output_tokens or 0)
+    context = (prompt + output / 2) / max(prompt + output, 1.0)
+    bandwidth = step_model.bandwidth(gpu) * DECODE_BANDWIDTH_SHARE
+    memory_s = (weights + c * kv_full * context) / bandwidth
+    efficiency = optimized.efficiency(wp) if stack == "optimized" else 0.5
+    parameters = shape.parameters if shape is not None else memory.parameters_bytes / base
+    compute_s = 2 * parameters * c / (t * mode.tensor_flops * efficiency)
+    comm = 0.0
+    if t > 1 and shape is not None:
+        link = _group_link(net, t)
+        per_call = c * shape.hidden * 2.0 * 2 * (t - 1) / t
+        calls = 2 * shape.layers
+        comm = calls * _ring(per_call, t, link, 0.7, 2)
+    launch = 0.0
+    if stack == "pytorch":
+        launch = profile.mix.phase_launches(["decode-first"]) * step_model.launch_s
+    per_token = max(memory_s, compute_s) + comm + launch
+    ideal = resource_times(profile.mix, mode, step_model.bandwidth(gpu), ["prefill"])
+    prefill_eff = optimized.efficiency(wp) if stack == "optimized" else 0.5
+    prefill = (ideal.tensor_s + ideal.cuda_core_s) / (prefill_eff * t) + ideal.vector_s / t
+    prefill += ideal.memory_s * optimized.memory_share / t
+    if t > 1 and shape is not None:
+        act = prompt * shape.hidden * 2.0
+        prefill += 2 * shape.layers * _ring(act * 2 * (t - 1) / t, t, _group_link(net, t), 0.7, 2)
+    return LayoutInference(
+        tensor_parallel=t,
+        weight_precision=wp,
+        kv_precision=kvp,
+        concurrency=c,
+        max_concurrency=most,
+        weights_bytes_per_gpu=weights,
+        kv_bytes_per_sequence_per_gpu=kv_full,
+        time_to_first_token_s=prefill,
+        time_per_output_token_s=per_token,
+        decode_memory_s=memory_s,
+        decode_compute_s=compute_s,
+        decode_communication_s=comm,
+        decode_launch_s=launch,
+        output_tokens_per_s=c / per_token,
+        bound="memory_bandwidth" if memory_s >= compute_s else "compute",
+    )

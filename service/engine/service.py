@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -153,20 +154,26 @@ class EstimateService:
             return _with_assumption(result, note)
         return result
 
+    def body_profile(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """The profile a request body names: a stored one (profile_id), else its model and
+        workload profiled (or read from the profile cache)."""
+        if body.get("profile_id"):
+            found = self.profiles.get(body["profile_id"])
+            if found is None:
+                raise NotFound("profile", body["profile_id"])
+            return found
+        if "model" not in body or "workload" not in body:
+            raise InvalidRequest("model", "give model and workload, or profile_id, or trace_id")
+        profiled, _ = self.profiles.profile(body["model"], body["workload"])
+        return profiled
+
     def request(self, body: dict[str, Any]) -> Estimate:
         """An estimate for the API's request body (validated by its schema)."""
         gpu = self.knowledge.gpu(body["gpu"])
         count = body.get("count", 1)
         if body.get("trace_id"):
             return self.from_trace(body["trace_id"], gpu, count, body.get("reference_gpu"))
-        if body.get("profile_id"):
-            found = self.profiles.get(body["profile_id"])
-            if found is None:
-                raise NotFound("profile", body["profile_id"])
-        else:
-            if "model" not in body or "workload" not in body:
-                raise InvalidRequest("model", "give model and workload, or profile_id, or trace_id")
-            found, _ = self.profiles.profile(body["model"], body["workload"])
+        found = self.body_profile(body)
         return self.from_profile(
             StepProfile.from_profile(found),
             gpu,

@@ -1,0 +1,175 @@
+"""``/v1/plans``: every valid parallel layout of a workload on a GPU type, ranked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask.views import MethodView
+from marshmallow import Schema, ValidationError, fields, validate, validates_schema
+
+from profiles.workload import WorkloadSchema
+from service.api.base import Blueprint
+from service.api.lookups import gpu_filter
+from service.api.profiles import MODEL_DESCRIPTION
+from service.engine.layout import CHECKPOINTING, OFFLOAD
+from service.engine.parallel import STACKS, WEIGHT_PRECISIONS
+from service.engine.plans import plan_request
+from service.state import state
+
+blp = Blueprint("plans", __name__, url_prefix="/v1", description="Parallel layouts")
+
+
+def _degree(description: str) -> fields.Integer:
+    return fields.Integer(
+        load_default=1, validate=validate.Range(1, 4096), metadata={"description": description}
+    )
+
+
+class LayoutSchema(Schema):
+    """How a run is split over GPUs (Megatron-LM / DeepSpeed / FSDP terms)."""
+
+    data_parallel = _degree("replicas of the model")
+    tensor_parallel = _degree("GPUs each layer is split over (inside one node)")
+    pipeline_parallel = _degree("stages the layers are split into")
+    context_parallel = _degree("GPUs each sequence is split over")
+    zero_stage = fields.Integer(
+        load_default=0,
+        validate=validate.OneOf([0, 1, 2, 3]),
+        metadata={"description": "ZeRO stage; FSDP full shard = 3, shard-grad-op = 2"},
+    )
+    sequence_parallel = fields.Boolean(load_default=False)
+    activation_checkpointing = fields.String(
+        load_default="none", validate=validate.OneOf(CHECKPOINTING)
+    )
+    micro_batch_size = _degree("sequences (samples) per micro-batch per replica")
+    gradient_accumulation = _degree("micro-batches per optimizer step")
+    offload = fields.String(
+        load_default="none",
+        validate=validate.OneOf(OFFLOAD),
+        metadata={"description": "optimizer states (ZeRO-Offload) or parameters too"},
+    )
+    virtual_stages = _degree("interleaved pipeline: model chunks per stage")
+
+
+class InterconnectChoiceSchema(Schema):
+    intra_node = fields.String(
+        metadata={"description": "interconnect id inside a node (default: the GPU's own)"}
+    )
+    inter_node = fields.String(
+        metadata={"description": "interconnect id between nodes (default infiniband-ndr)"}
+    )
+
+
+def layout_options() -> dict[str, fields.Field]:
+    """The request fields plans and layout estimates share."""
+    return {
+        "stack": fields.String(
+            load_default="pytorch",
+            validate=validate.OneOf(STACKS),
+            metadata={
+                "description": "pytorch (eager, stock kernels) or optimized (Megatron/NeMo, "
+                "TensorRT-LLM)"
+            },
+        ),
+        "gpus_per_node": fields.Integer(load_default=8, validate=validate.Range(1, 16)),
+        "interconnect": fields.Nested(InterconnectChoiceSchema),
+        "weight_precision": fields.String(
+            validate=validate.OneOf(WEIGHT_PRECISIONS),
+            metadata={"description": "inference: precision the weights are stored in"},
+        ),
+        "kv_precision": fields.String(
+            validate=validate.OneOf(("fp16", "bf16", "fp8", "int8", "int4")),
+            metadata={"description": "inference: precision of the KV cache"},
+        ),
+        "concurrency": fields.Integer(
+            validate=validate.Range(1, 1_000_000),
+            metadata={"description": "inference: sequences decoded together (default: most)"},
+        ),
+    }
+
+
+class PlanRequestSchema(Schema.from_dict(layout_options())):  # type: ignore[misc]
+    model = fields.Dict(metadata={"description": MODEL_DESCRIPTION})
+    workload = fields.Nested(
+        WorkloadSchema,
+        metadata={"description": "batch_size is the micro-batch per model replica"},
+    )
+    profile_id = fields.String(metadata={"description": "instead of model and workload"})
+    gpu = fields.String(required=True, metadata={"description": "GPU id or name, see /v1/gpus"})
+    count = fields.Integer(
+        validate=validate.Range(1, 4096),
+        metadata={"description": "GPUs to rank layouts at (default: the fewest that fit)"},
+    )
+    max_count = fields.Integer(
+        load_default=64,
+        validate=validate.Range(1, 1024),
+        metadata={"description": "fastest layout at each power of two up to this"},
+    )
+    global_batch_size = fields.Integer(
+        validate=validate.Range(1, 10_000_000),
+        metadata={"description": "samples per optimizer step (default: one micro-batch per GPU)"},
+    )
+    limit = fields.Integer(
+        load_default=20,
+        validate=validate.Range(1, 500),
+        metadata={"description": "layouts returned at the count (best first)"},
+    )
+
+    @validates_schema
+    def _one_source(self, data: dict[str, Any], **_: Any) -> None:
+        has_model = "model" in data or "workload" in data
+        if data.get("profile_id") and has_model:
+            raise ValidationError("give model and workload, or profile_id (not both)", "model")
+        if not data.get("profile_id"):
+            missing = [k for k in ("model", "workload") if k not in data]
+            if missing:
+                raise ValidationError("required (or give profile_id instead)", missing[0])
+
+
+class PlanSchema(Schema):
+    gpu = fields.String()
+    stack = fields.String()
+    task = fields.String()
+    count = fields.Integer(metadata={"description": "the count the layouts are ranked at"})
+    smallest_count = fields.Integer(
+        allow_none=True, metadata={"description": "fewest GPUs (a power of two) a layout fits"}
+    )
+    layouts = fields.List(
+        fields.Dict(),
+        metadata={
+            "description": "ranked: fitting first, then by throughput; each with its layout, "
+            "memory per GPU and headroom, step time, throughput, MFU, bound, breakdown and "
+            "the traffic on each link with the bandwidth it needs"
+        },
+    )
+    layouts_total = fields.Integer()
+    fastest_by_count = fields.List(fields.Dict())
+    on_other_links = fields.List(
+        fields.Dict(),
+        metadata={"description": "the best layout's step on other links, and what it loses"},
+    )
+    inference = fields.List(
+        fields.Dict(),
+        metadata={
+            "description": "inference: per tensor-parallel group, time to first token, time "
+            "per output token, throughput at the concurrency and the KV cache's limit on it"
+        },
+    )
+    interconnect = fields.Dict()
+    profile_id = fields.String(allow_none=True)
+    assumptions = fields.List(fields.String())
+    knowledge_version = fields.String()
+
+
+@blp.route("/plans")
+class Plans(MethodView):
+    @blp.arguments(PlanRequestSchema)
+    @blp.response(200, PlanSchema)
+    @blp.problem(404)
+    @blp.problem(422)
+    @blp.problem(503)
+    def post(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Rank every valid parallel layout of a workload on a GPU type"""
+        knowledge = state().knowledge
+        gpu_filter(knowledge, body["gpu"], location="json")
+        return plan_request(state().estimates, body)

@@ -1,0 +1,305 @@
+"""Plans and layout estimates on request: the layouts of a profile on a GPU type, ranked.
+
+:func:`plan_request` answers ``POST /v1/plans``; :func:`layout_estimate` answers
+``POST /v1/estimates`` with a ``layout``. Both read the profile the way estimates do
+(model and workload, or a stored profile) and the performance model of the
+:class:`~service.engine.service.EstimateService`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from knowledge.records import Gpu
+from service.engine.errors import InvalidRequest
+from service.engine.estimate import USABLE_MEMORY_SHARE
+from service.engine.layout import Layout, LayoutError, ModelShape, check
+from service.engine.parallel import (
+    STACKS,
+    Network,
+    Planned,
+    layout_inference,
+    network,
+    plan,
+    plan_layout,
+    work,
+)
+from service.engine.roofline import MathMode, math_mode
+from service.engine.service import EstimateService
+from service.engine.step_profile import StepProfile
+
+# the links a plan compares its best layout on: inside a node, then between nodes
+INTRA_ALTERNATIVES = ("pcie-4-x16", "pcie-5-x16")
+INTER_ALTERNATIVES = ("ethernet-100g", "ethernet-400g", "infiniband-hdr", "infiniband-ndr")
+STACK_NOTES = {
+    "pytorch": "stack pytorch: eager PyTorch with stock kernels (the step model fitted on "
+    "Lambda's benchmarks), its kernel launches and host time included",
+    "optimized": "stack optimized: a vendor-tuned stack (Megatron / NeMo, TensorRT-LLM): "
+    "GEMMs at the efficiency fitted on llm-foundry (16-bit) and MLPerf Training (FP8), "
+    "elementwise work fused, no host time",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """A request's profile on a GPU type, ready to plan."""
+
+    raw: Mapping[str, Any]
+    profile: StepProfile
+    shape: ModelShape | None
+    gpu: Gpu
+    mode: MathMode
+    stack: str
+    net: Network
+    usable_bytes: float
+
+
+def _setting(service: EstimateService, body: Mapping[str, Any]) -> Setting:
+    gpu = service.knowledge.gpu(body["gpu"])
+    found = service.body_profile(body)
+    profile = StepProfile.from_profile(found)
+    stack = body.get("stack") or "pytorch"
+    if stack not in STACKS:
+        raise InvalidRequest("stack", f"one of {', '.join(STACKS)}", stack)
+    mode = math_mode(gpu, profile.precision)
+    links = body.get("interconnect") or {}
+    net = network(
+        service.knowledge,
+        gpu,
+        int(body.get("gpus_per_node") or 8),
+        links.get("intra_node"),
+        links.get("inter_node"),
+        body.get("nvlink"),
+    )
+    usable = gpu.memory_gb * 2**30 * USABLE_MEMORY_SHARE
+    return Setting(found, profile, ModelShape.from_profile(found), gpu, mode, stack, net, usable)
+
+
+def _link(net: Network) -> dict[str, Any]:
+    return {
+        "intra_node": {
+            "id": net.intra.id,
+            "name": net.intra.name,
+            "gb_per_s": net.intra.bandwidth_gb_per_s,
+            "why": net.intra.why,
+        },
+        "inter_node": {
+            "id": net.inter.id,
+            "name": net.inter.name,
+            "gb_per_s": net.inter.bandwidth_gb_per_s,
+            "why": net.inter.why,
+        },
+        "gpus_per_node": net.gpus_per_node,
+    }
+
+
+def _assumptions(s: Setting) -> list[str]:
+    out = [
+        STACK_NOTES[s.stack],
+        f"math mode: {s.mode.name}; {s.gpu.id} usable memory "
+        f"{s.usable_bytes / 2**30:.1f} GiB of {s.gpu.memory_gb:g} GiB",
+        f"inside a node: {s.net.intra.why}; between nodes: {s.net.inter.why}",
+        f"workload batch_size ({s.profile.batch_size:g}) is the micro-batch per model replica; "
+        "the global batch is global_batch_size, else one micro-batch per GPU",
+    ]
+    if s.shape is None:
+        out.append("not a transformer: only data-parallel layouts (with ZeRO) are planned")
+    return out
+
+
+def plan_request(service: EstimateService, body: Mapping[str, Any]) -> dict[str, Any]:
+    """The ranked layouts, the smallest fitting count and the fastest layout per count."""
+    s = _setting(service, body)
+    model = service._built_model()
+    if not s.profile.trains:
+        return _inference_plan(service, s, body)
+    done = work(s.profile, s.gpu, s.mode, s.stack, model.step_model)
+    found = plan(
+        s.profile,
+        s.shape,
+        done,
+        s.net,
+        s.mode,
+        s.usable_bytes,
+        s.stack,
+        body.get("count"),
+        int(body.get("max_count") or 64),
+        body.get("global_batch_size"),
+    )
+    limit = int(body.get("limit") or 20)
+    best = next((x for x in found.ranked if x.fits), None)
+    out: dict[str, Any] = {
+        "gpu": s.gpu.id,
+        "stack": s.stack,
+        "task": s.profile.task,
+        "count": found.count,
+        "smallest_count": found.smallest_count,
+        "layouts": [{"rank": i + 1, **x.to_dict()} for i, x in enumerate(found.ranked[:limit])],
+        "layouts_total": len(found.ranked),
+        "fastest_by_count": [
+            {"count": n, **(x.to_dict() if x is not None else {"fits": False})}
+            for n, x in found.fastest_by_count.items()
+        ],
+        "interconnect": _link(s.net),
+        "profile_id": s.raw.get("profile_id"),
+        "knowledge_version": service.knowledge.version,
+        "assumptions": _assumptions(s),
+    }
+    if best is not None:
+        out["on_other_links"] = _on_other_links(service, s, best, done)
+    else:
+        out["assumptions"].append(
+            f"no layout fits {s.gpu.id} at {found.count or 'any count up to the limit'} GPUs"
+        )
+    return out
+
+
+def _on_other_links(
+    service: EstimateService, s: Setting, best: Planned, done: Any
+) -> list[dict[str, Any]]:
+    """The best layout's step on slower (and faster) links, with what it loses."""
+    out = []
+    gpus = best.layout.gpus
+    intra = [None, *INTRA_ALTERNATIVES] if gpus > 1 else [None]
+    inter = [None, *INTER_ALTERNATIVES] if gpus > s.net.gpus_per_node else [None]
+    for a in intra:
+        for b in inter:
+            if a is None and b is None:
+                continue
+            net = network(
+                service.knowledge,
+                s.gpu,
+                s.net.gpus_per_node,
+                a,
+                b if b is not None else s.net.inter.id,
+            )
+            if a is None:
+                net = Network(s.net.intra, net.inter, net.gpus_per_node, net.sms)
+            other = plan_layout(best.layout, s.profile, s.shape, done, net, s.mode, s.usable_bytes)
+            ratio = other.step.step_s / best.step.step_s
+            changed = [x for x in (a, b) if x is not None]
+            out.append(
+                {
+                    "intra_node": net.intra.id,
+                    "inter_node": net.inter.id,
+                    "step_time_s": other.step.step_s,
+                    "slowdown": ratio,
+                    "bound": other.step.bound,
+                    "reason": f"on {' and '.join(changed)}: "
+                    f"{_loss(ratio)} than on {s.net.intra.id}"
+                    + (f" with {s.net.inter.id}" if gpus > s.net.gpus_per_node else "")
+                    + f"; the step is {other.step.bound.replace('_', ' ')}-bound",
+                }
+            )
+    return sorted(out, key=lambda r: r["slowdown"])
+
+
+def _loss(ratio: float) -> str:
+    if ratio >= 1.0005:
+        return f"{ratio:.2f}x slower"
+    if ratio <= 0.9995:
+        return f"{1 / ratio:.2f}x faster"
+    return "no slower"
+
+
+def _inference_plan(
+    service: EstimateService, s: Setting, body: Mapping[str, Any]
+) -> dict[str, Any]:
+    model = service._built_model()
+    degrees = [t for t in (1, 2, 4, 8) if t <= s.net.gpus_per_node]
+    if s.shape is not None:
+        degrees = [t for t in degrees if s.shape.heads % t == 0]
+    found = []
+    for t in degrees:
+        served = layout_inference(
+            s.profile,
+            s.shape,
+            s.gpu,
+            s.mode,
+            model.step_model,
+            s.net,
+            t,
+            s.stack,
+            s.usable_bytes,
+            body.get("weight_precision"),
+            body.get("kv_precision"),
+            body.get("concurrency"),
+        )
+        found.append({"fits": served.max_concurrency >= 1, **served.to_dict()})
+    fitting = [x for x in found if x["fits"]]
+    return {
+        "gpu": s.gpu.id,
+        "stack": s.stack,
+        "task": s.profile.task,
+        "smallest_count": fitting[0]["tensor_parallel"] if fitting else None,
+        "inference": sorted(found, key=lambda x: (not x["fits"], -x["output_tokens_per_s"])),
+        "interconnect": _link(s.net),
+        "profile_id": s.raw.get("profile_id"),
+        "knowledge_version": service.knowledge.version,
+        "assumptions": [
+            *_assumptions(s),
+            "decode reads every weight and each sequence's KV cache once per token: "
+            "max_concurrency is how many sequences' full KV caches fit beside the weights",
+        ],
+    }
+
+
+def layout_estimate(service: EstimateService, body: Mapping[str, Any]) -> dict[str, Any]:
+    """``POST /v1/estimates`` with a layout: that layout's memory and step."""
+    s = _setting(service, body)
+    given = dict(body["layout"])
+    layout = Layout(**given)
+    if "count" in body and body["count"] not in (1, layout.gpus):
+        raise InvalidRequest(
+            "count",
+            f"the layout uses {layout.gpus} GPUs (data x tensor x pipeline x context); "
+            "give that count or leave count out",
+            body["count"],
+        )
+    check(layout, s.shape, s.net.gpus_per_node, s.profile.seq_len)
+    if not s.profile.trains and (layout.pipeline_parallel > 1 or layout.data_parallel > 1):
+        raise LayoutError(
+            "inference-tensor-parallel-only",
+            "layout",
+            "inference layouts are planned as tensor-parallel groups: give tensor_parallel",
+        )
+    model = service._built_model()
+    if not s.profile.trains:
+        served = layout_inference(
+            s.profile, s.shape, s.gpu, s.mode, model.step_model, s.net,
+            layout.tensor_parallel, s.stack, s.usable_bytes,
+            body.get("weight_precision"), body.get("kv_precision"), body.get("concurrency"),
+        )  # fmt: skip
+        return {
+            "gpu": s.gpu.id,
+            "count": layout.gpus,
+            "layout": layout.to_dict(),
+            "fits": served.max_concurrency >= 1,
+            "inference": served.to_dict(),
+            "bound": served.bound,
+            "assumptions": _assumptions(s),
+            "knowledge_version": service.knowledge.version,
+        }
+    done = work(s.profile, s.gpu, s.mode, s.stack, model.step_model)
+    found = plan_layout(layout, s.profile, s.shape, done, s.net, s.mode, s.usable_bytes)
+    step = found.step
+    return {
+        "gpu": s.gpu.id,
+        "count": layout.gpus,
+        "precision": s.profile.precision,
+        "math_mode": s.mode.name,
+        "step_time_s": step.step_s,
+        "throughput": {"samples_per_s": step.samples_per_s, "tokens_per_s": step.tokens_per_s},
+        "bound": step.bound,
+        "fits": found.fits,
+        "memory_per_gpu_bytes": found.memory.total_bytes,
+        "usable_memory_bytes": s.usable_bytes,
+        "memory_headroom": round(found.headroom, 4),
+        "layout": layout.to_dict(),
+        "layout_estimate": found.to_dict(),
+        "profile_id": s.raw.get("profile_id"),
+        "assumptions": _assumptions(s),
+        "knowledge_version": service.knowledge.version,
+    }

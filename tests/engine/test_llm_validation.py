@@ -1,0 +1,110 @@
+"""LLM truth: the layout model's optimized stack on MLPerf Training's LLM rows (GPU held
+out) and against the published Megatron-LM, Llama 3 and llm-foundry tables."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+import pytest
+
+from knowledge import Knowledge
+from profiles.catalog import Catalog
+from profiles.description import resolve
+from profiles.profile import profile
+from profiles.workload import WorkloadSchema
+from service.engine import llm_validation as lv
+from service.engine.layout import Layout
+from service.engine.model import PerformanceModel
+from service.engine.parallel import OPTIMIZED
+
+
+@pytest.fixture(scope="module")
+def described(catalog: Catalog) -> Any:
+    def source(model: Any, request: dict[str, Any]) -> dict[str, Any]:
+        if isinstance(model, str):
+            model = {"name": model}
+        return profile(resolve(model, catalog), WorkloadSchema().load(request), 300.0).to_dict()
+
+    return source
+
+
+@pytest.fixture(scope="module")
+def mlperf(knowledge: Knowledge, described: Any) -> list[lv.LlmCase]:
+    return lv.cases(knowledge, described)
+
+
+@pytest.fixture(scope="module")
+def published(knowledge: Knowledge, described: Any) -> list[lv.PublishedCase]:
+    return lv.published_cases(knowledge, described)
+
+
+def test_mlperf_llm_rows_held_out_gpu_median_within_15_percent(
+    mlperf: list[lv.LlmCase], model: PerformanceModel, knowledge: Knowledge
+) -> None:
+    """GPT-3 175B and Llama 2 70B LoRA on H100, H200, B200 and L40S (NeMo submissions):
+    each GPU's rows predicted by the stack fitted without them. Issue 11's target: 15%."""
+    gpus = {c.gpu.id for c in mlperf}
+    assert {"h100-sxm-80gb", "h200-sxm-141gb", "b200-sxm-180gb", "l40s"} <= gpus
+    assert all("nemo" in str(c.row.details.get("framework")).lower() for c in mlperf)
+    report = lv.held_out_gpu(mlperf, lv.Predictor(model.step_model, knowledge))
+    assert all(r["predicted_tokens_per_s"] for r in report["rows"])
+    assert report["median_ape"] <= 0.15
+
+
+def test_the_shipped_optimized_stack_is_what_the_fits_find(
+    mlperf: list[lv.LlmCase],
+    published: list[lv.PublishedCase],
+    model: PerformanceModel,
+    knowledge: Knowledge,
+) -> None:
+    eight = lv.fit_optimized(mlperf, lv.Predictor(model.step_model, knowledge))
+    assert eight.efficiency_8bit == pytest.approx(OPTIMIZED.efficiency_8bit, abs=0.011)
+    foundry = [c for c in published if c.table == "llm-foundry-mpt-h100"]
+    sixteen = lv.fit_16bit(foundry, model.step_model, knowledge)
+    assert sixteen.efficiency_16bit == pytest.approx(OPTIMIZED.efficiency_16bit, abs=0.011)
+
+
+def _gaps(report: list[dict[str, Any]], table: str) -> list[float]:
+    return [r["gap_points"] for r in report if r["table"] == table]
+
+
+def test_golden_mfu_of_the_published_tables(
+    published: list[lv.PublishedCase], model: PerformanceModel, knowledge: Knowledge
+) -> None:
+    """Each published row's printed layout, predicted on the optimized stack and turned
+    into the figure the source prints with the source's own FLOP count.
+
+    - llm-foundry MPT 7B-70B on H100, bf16, FSDP (the 16-bit efficiency is fitted here):
+      median gap within 5 points of MFU, every row within 15.
+    - Megatron-LM Table 1 (A100, not fitted): every row within 12 points of the A100's peak,
+      median within 6; the paper's trend (bigger models nearer peak) is only half there.
+    - Llama 3 405B Table 4 (H100, not fitted): below the printed 38-43% by 10-19 points:
+      the paper's pipeline schedule (interleaved, with its own first and last stages) is not
+      in the table, and a plain 1F1B bubble at 16 stages costs that much.
+    """
+    report = lv.published_report(published, model.step_model, knowledge)
+    assert len(report) == 47
+    foundry = _gaps(report, "llm-foundry-mpt-h100")
+    assert statistics.median(abs(g) for g in foundry) <= 5
+    assert max(abs(g) for g in foundry) <= 15
+    megatron = _gaps(report, "megatron-2021-table-1")
+    assert max(abs(g) for g in megatron) <= 12
+    assert statistics.median(abs(g) for g in megatron) <= 6
+    llama = _gaps(report, "llama3-2024-table-4")
+    assert all(-20 <= g < 0 for g in llama)
+
+
+def test_published_flops_follow_the_sources(published: list[lv.PublishedCase]) -> None:
+    """Megatron's eq. 3 reproduces Table 1's aggregate: 1T at 163 TFLOP/s on 3,072 GPUs is
+    502 PFLOP/s; llm-foundry's 6N + 12lhs per token reproduces its printed MFU."""
+    one_t = next(c for c in published if c.row.get("params_b") == 1008.0)
+    flops = lv.published_flops(one_t)
+    seconds = flops / (163e12 * 3072)
+    assert flops / seconds / 1e15 == pytest.approx(500.7, rel=0.01)
+    mpt7 = next(c for c in published if c.row.get("model") == "mpt-7b" and c.row["gpus"] == 128)
+    tokens_per_s = 1340830  # the README's T/s for this row
+    per_token = lv.published_flops(mpt7) / (mpt7.layout.global_batch * 2048)
+    assert per_token * tokens_per_s / (128 * lv.H100_BF16_PEAK) == pytest.approx(0.4571, abs=0.003)
+    assert isinstance(mpt7.layout, Layout)
+    assert mpt7.layout.zero_stage == 3

@@ -1,0 +1,175 @@
+"""``POST /v1/plans`` and layouts in ``POST /v1/estimates``: what a user planning an LLM
+run asks, answered through the API."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from knowledge import Knowledge
+from service.engine.layout import Layout, ModelShape
+from service.engine.parallel import layout_step, model_flops, network, work
+from service.engine.roofline import math_mode
+from service.engine.step_profile import StepProfile
+
+GIB = 2**30
+LLAMA_70B_TRAINING = {
+    "model": {"name": "llama-3-70b"},
+    "workload": {
+        "task": "training",
+        "batch_size": 1,
+        "seq_len": 4096,
+        "precision": "bf16",
+        "optimizer": "adamw",
+    },
+}
+
+
+def post(client: FlaskClient, path: str, body: dict[str, Any], status: int = 200) -> Any:
+    response = client.post(path, json=body)
+    assert response.status_code == status, response.get_json()
+    return response.get_json()
+
+
+def test_llama_70b_full_fine_tuning_is_planned_on_the_fewest_80gb_gpus(
+    client: FlaskClient,
+) -> None:
+    """Plain data parallel needs over 1 TB per GPU; the plan finds the fewest H100s a
+    sharded or tensor-parallel layout fits, ranks them, and shows each one's memory."""
+    plan = post(client, "/v1/plans", {**LLAMA_70B_TRAINING, "gpu": "H100 SXM5 80GB"})
+    assert plan["smallest_count"] == 16
+    assert plan["count"] == 16
+    by_count = {x["count"]: x for x in plan["fastest_by_count"]}
+    assert not by_count[8]["fits"]
+    assert by_count[16]["fits"]
+    assert by_count[64]["fits"]
+    best = plan["layouts"][0]
+    layout = best["layout"]
+    assert layout["zero_stage"] == 3 or layout["tensor_parallel"] * layout["pipeline_parallel"] > 1
+    assert best["fits"]
+    assert 0 < best["memory_per_gpu_bytes"] < 80 * GIB
+    assert best["memory"]["optimizer_states_bytes"] < 80 * GIB
+    assert 0 < best["mfu"] < 1
+    assert best["step_time_s"] > 0
+    ranked = [x["samples_per_s"] for x in plan["layouts"] if x["fits"]]
+    assert ranked == sorted(ranked, reverse=True)
+    assert all(x["gpus"] == 16 for x in plan["layouts"])
+
+
+def test_a_tensor_parallel_degree_that_does_not_divide_the_heads_is_a_422_naming_the_rule(
+    client: FlaskClient,
+) -> None:
+    body = {**LLAMA_70B_TRAINING, "gpu": "H100 SXM5 80GB", "layout": {"tensor_parallel": 3}}
+    response = client.post("/v1/estimates", json=body)
+    assert response.status_code == 422
+    assert response.content_type == "application/problem+json"
+    problem = response.get_json()
+    assert problem["errors"][0]["field"] == "layout.tensor_parallel"
+    assert "tensor-parallel-divides-heads" in problem["detail"]
+    assert "64 attention heads" in problem["detail"]
+
+
+def test_a_layout_estimate_says_its_memory_step_and_mfu(client: FlaskClient) -> None:
+    layout = {"data_parallel": 8, "tensor_parallel": 8, "sequence_parallel": True, "zero_stage": 1}
+    body = {**LLAMA_70B_TRAINING, "gpu": "H100 SXM5 80GB", "layout": layout}
+    found = post(client, "/v1/estimates", body)
+    assert found["count"] == 64
+    assert found["fits"] is True
+    parts = found["layout_estimate"]["breakdown"]
+    assert parts["tensor_parallel_s"] > 0
+    assert parts["compute_s"] > 0
+    assert found["layout_estimate"]["mfu"] > 0
+    bad = post(client, "/v1/estimates", {**body, "count": 8}, 422)
+    assert bad["errors"][0]["field"] == "count"
+
+
+def test_the_same_8_gpu_layout_is_slower_on_pcie_than_on_nvswitch_by_what_the_model_says(
+    app: Flask, client: FlaskClient, knowledge: Knowledge
+) -> None:
+    """Tensor parallel over 8 GPUs all-reduces every layer: on PCIe 5 with peer-to-peer
+    instead of NVSwitch the step is slower by the ratio the layout model gives, and the
+    plan's reason names the link."""
+    body = {
+        "model": {"name": "llama-3-8b"},
+        "workload": {"task": "training", "batch_size": 1, "seq_len": 4096,
+                     "precision": "bf16", "optimizer": "adamw"},
+        "gpu": "H100 SXM5 80GB",
+        "layout": {"tensor_parallel": 8, "sequence_parallel": True},
+    }  # fmt: skip
+    fast = post(client, "/v1/estimates", body)
+    slow = post(client, "/v1/estimates", {**body, "interconnect": {"intra_node": "pcie-5-x16"}})
+    ratio = slow["step_time_s"] / fast["step_time_s"]
+    assert ratio > 1.2
+    assert slow["bound"] == "tensor_parallel_communication"
+
+    # the same ratio from the layout model directly
+    from profiles.catalog import Catalog
+    from profiles.description import resolve
+    from profiles.profile import profile
+    from profiles.workload import WorkloadSchema
+    from service.state import state
+
+    raw = profile(resolve(body["model"], Catalog.load()),
+                  WorkloadSchema().load(body["workload"]), 120.0).to_dict()  # fmt: skip
+    sp, shape = StepProfile.from_profile(raw), ModelShape.from_profile(raw)
+    gpu = knowledge.gpus["h100-sxm-80gb"]
+    mode = math_mode(gpu, "bf16")
+    with app.app_context():
+        step_model = state().estimates.model().step_model
+    done = work(sp, gpu, mode, "pytorch", step_model)
+    layout = Layout(tensor_parallel=8, sequence_parallel=True)
+    steps = [
+        layout_step(layout, sp, shape, done, network(knowledge, gpu, 8, intra), 1.0,
+                    model_flops(sp)).step_s
+        for intra in (None, "pcie-5-x16")
+    ]  # fmt: skip
+    assert ratio == pytest.approx(steps[1] / steps[0], rel=1e-6)
+
+    plan = post(client, "/v1/plans", {k: v for k, v in body.items() if k != "layout"} | {
+        "count": 8, "max_count": 8})  # fmt: skip
+    pcie = [x for x in plan["on_other_links"] if x["intra_node"] == "pcie-5-x16"]
+    assert pcie
+    assert pcie[0]["slowdown"] > 1
+    assert "pcie-5-x16" in pcie[0]["reason"]
+    assert "slower" in pcie[0]["reason"]
+
+
+def test_decode_of_a_70b_model_is_bandwidth_bound_and_the_kv_cache_limits_concurrency(
+    client: FlaskClient,
+) -> None:
+    body = {
+        "model": {"name": "llama-3-70b"},
+        "workload": {"task": "inference", "batch_size": 1, "prompt_tokens": 1024,
+                     "output_tokens": 256, "precision": "bf16"},
+        "gpu": "H100 SXM5 80GB",
+        "stack": "optimized",
+        "concurrency": 1,
+    }  # fmt: skip
+    plan = post(client, "/v1/plans", body)
+    by_tp = {x["tensor_parallel"]: x for x in plan["inference"]}
+    assert not by_tp[1]["fits"]  # 141 GB of bf16 weights
+    assert plan["smallest_count"] == 2
+    for t in (2, 4, 8):
+        served = by_tp[t]
+        assert served["bound"] == "memory_bandwidth"
+        decode = served["decode_breakdown"]
+        assert decode["memory_s"] > decode["compute_s"]
+        assert served["max_concurrency"] >= 1
+    # more GPUs leave more room for the cache: the limit grows with the group
+    assert by_tp[2]["max_concurrency"] < by_tp[4]["max_concurrency"] < by_tp[8]["max_concurrency"]
+    assert any("KV cache" in a for a in plan["assumptions"])
+    fp8 = post(client, "/v1/plans", {**body, "weight_precision": "fp8"})
+    assert {x["tensor_parallel"]: x for x in fp8["inference"]}[1]["fits"]
+
+
+def test_unknown_stack_interconnect_and_source_are_422(client: FlaskClient) -> None:
+    base = {**LLAMA_70B_TRAINING, "gpu": "H100 SXM5 80GB"}
+    assert post(client, "/v1/plans", {**base, "stack": "jax"}, 422)["errors"][0]["field"] == "stack"
+    found = post(client, "/v1/plans", {**base, "interconnect": {"intra_node": "warp"}}, 422)
+    assert found["errors"][0]["field"] == "interconnect"
+    assert post(client, "/v1/plans", {"gpu": "H100 SXM5 80GB"}, 422)["errors"][0]["field"] == (
+        "model"
+    )
