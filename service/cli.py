@@ -378,6 +378,40 @@ def _worst(rows: list[dict[str, Any]]) -> None:
         )
 
 
+def _llm(llm: dict[str, Any]) -> None:
+    """The LLM section of the validation report, printed."""
+    stack = llm["optimized_stack"]
+    click.echo(
+        f"LLMs, optimized stack (16-bit GEMMs at {stack['efficiency_16bit']:.2f} of peak, FP8 "
+        f"at {stack['efficiency_8bit']:.2f}; {stack['source']}):"
+    )
+    _split("MLPerf Training GPT-3 / Llama 2 LoRA, GPU held out", llm["mlperf_training"])
+    offline = llm["mlperf_inference_offline"]
+    click.echo(
+        f"  MLPerf Inference v3.1 Offline, GPU held out: {offline['rows_predicted']} rows, "
+        f"median {offline['median_ape']:.1%} mean {offline['mean_ape']:.1%}"
+    )
+    _ape_table(offline["by_workload"])
+    ops = llm["operators"]
+    held = ops["held_out"]
+    click.echo(
+        f"  vidur Llama-2-7B operators, GPU held out: {held['rows']} rows, median "
+        f"{held['median_ape']:.1%} mean {held['mean_ape']:.1%} (fitted on all: "
+        f"{ops['fitted_on_all']['median_ape']:.1%})"
+    )
+    for table, found in llm["golden"].items():
+        click.echo(
+            f"  golden {table}: median gap {found['median_gap_points']:.1f} points, "
+            f"largest {found['max_gap_points']:.1f}"
+        )
+        for row in found["rows"]:
+            click.echo(
+                f"    {row['model']!s:<8} {row['gpus']:>6} GPUs seq {row['seq']:>6}: printed "
+                f"{row['printed']:.4g}, predicted {row['predicted']:.4g} "
+                f"({row['gap_points']:+.1f} points, {row['bound']})"
+            )
+
+
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="print the whole report as JSON")
 @_model_dir_option
@@ -387,11 +421,12 @@ def validate(as_json: bool, model_dir: Path | None) -> None:
     report that GET /v1/validation serves."""
     import json
 
+    from profiles.catalog import Catalog
     from service.engine.service import save_report
     from service.engine.validation import validate as run_validation
 
     kb, directory, model = _performance_model(model_dir)
-    report = run_validation(model, kb)
+    report = run_validation(model, kb, Catalog.load())
     save_report(directory, report)
     if as_json:
         click.echo(json.dumps(report, indent=2))
@@ -447,6 +482,7 @@ def validate(as_json: bool, model_dir: Path | None) -> None:
         _worst(found["worst"])
     click.echo("  worst ten, leave one GPU out:")
     _worst(single["worst"])
+    _llm(report["llm"])
     for name, target in report["targets"].items():
         verdict = {True: "met", False: "not met", None: "not measured yet"}[target["met"]]
         value = target["value"]

@@ -23,6 +23,11 @@ import yaml
 
 from knowledge import Knowledge
 from knowledge.records import Benchmark, Gpu
+from profiles.catalog import Catalog
+from profiles.description import resolve
+from profiles.profile import profile
+from profiles.workload import WorkloadSchema
+from service.engine import inference_validation, operators
 from service.engine.estimate import USABLE_MEMORY_SHARE
 from service.engine.layout import Layout, ModelShape
 from service.engine.parallel import (
@@ -61,8 +66,9 @@ MLPERF_LLM: dict[str, tuple[str, dict[str, Any], int]] = {
     ),
 }
 
-ProfileSource = Callable[[str, dict[str, Any]], dict[str, Any]]
-DescribedSource = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
+# (a catalog name or a model description, a workload request) -> the profile
+ProfileSource = Callable[[Any, dict[str, Any]], dict[str, Any]]
+DescribedSource = ProfileSource
 PUBLISHED = Path(__file__).resolve().parents[2] / "knowledge" / "data" / "llm_published.yaml"
 
 
@@ -409,3 +415,56 @@ def fit_16bit(data: Sequence[PublishedCase], step_model: StepModel, knowledge: K
         )  # fmt: skip
 
     return replace(start, efficiency_16bit=min(EFFICIENCIES, key=loss))
+
+
+# --- the LLM section of ``rightsize validate`` -------------------------------------------
+
+
+def catalog_source(catalog: Catalog) -> DescribedSource:
+    """Profiles a catalog name or a model description for a workload request."""
+
+    def source(model: Any, request: dict[str, Any]) -> dict[str, Any]:
+        described = {"name": model} if isinstance(model, str) else model
+        workload = WorkloadSchema().load(request)
+        return profile(resolve(described, catalog), workload, PROFILE_TIMEOUT_S).to_dict()
+
+    return source
+
+
+PROFILE_TIMEOUT_S = 300.0
+
+
+def report(step_model: StepModel, knowledge: Knowledge, catalog: Catalog) -> dict[str, Any]:
+    """MLPerf Training's LLM rows and MLPerf Inference's Offline rows with each GPU held
+    out, vidur's operators with each GPU held out, and the published tables' golden MFU."""
+    source = catalog_source(catalog)
+    training = held_out_gpu(cases(knowledge, source), Predictor(step_model, knowledge))
+    offline = inference_validation.held_out_gpu(inference_validation.cases(knowledge, source))
+    published = published_report(published_cases(knowledge, source), step_model, knowledge)
+    tables: dict[str, Any] = {}
+    for row in published:
+        tables.setdefault(row["table"], []).append(row)
+    return {
+        "optimized_stack": {
+            "efficiency_16bit": OPTIMIZED.efficiency_16bit,
+            "efficiency_8bit": OPTIMIZED.efficiency_8bit,
+            "memory_share": OPTIMIZED.memory_share,
+            "source": OPTIMIZED.source,
+        },
+        "mlperf_training": {
+            "rows": len(training["rows"]),
+            "median_ape": training["median_ape"],
+            "mean_ape": training["mean_ape"],
+            "predictions": training["rows"],
+        },
+        "mlperf_inference_offline": offline,
+        "operators": operators.held_out_gpu(knowledge),
+        "golden": {
+            table: {
+                "median_gap_points": statistics.median(abs(r["gap_points"]) for r in rows),
+                "max_gap_points": max(abs(r["gap_points"]) for r in rows),
+                "rows": rows,
+            }
+            for table, rows in tables.items()
+        },
+    }

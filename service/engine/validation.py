@@ -27,6 +27,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from knowledge import Knowledge
+from profiles.catalog import Catalog
 from service.engine import scaling
 from service.engine.estimate import Estimate, EstimateRequest, estimate_many
 from service.engine.model import PerformanceModel, without
@@ -52,6 +53,13 @@ TARGETS = {  # (value in the report, target, "max" or "min")
     "leave_one_architecture_out_median_ape": 0.10,
     "multi_gpu_median_ape": 0.10,
     "memory_fit_share": 0.99,
+    # issue 11: LLM truth
+    "mlperf_training_llm_held_out_gpu_median_ape": 0.15,
+    "mlperf_inference_offline_held_out_gpu_median_ape": 0.15,
+    "llm_operators_held_out_gpu_median_ape": 0.15,
+    "golden_megatron_median_gap_points": 5.0,
+    "golden_llama3_median_gap_points": 5.0,
+    "golden_llm_foundry_median_gap_points": 5.0,
 }
 MINIMUM = {"spearman_median", "memory_fit_share"}
 
@@ -394,8 +402,11 @@ def memory_fit(model: PerformanceModel, knowledge: Knowledge) -> dict[str, Any]:
     }
 
 
-def validate(model: PerformanceModel, knowledge: Knowledge) -> dict[str, Any]:
-    """The whole report (see the module docstring)."""
+def validate(
+    model: PerformanceModel, knowledge: Knowledge, catalog: Catalog | None = None
+) -> dict[str, Any]:
+    """The whole report (see the module docstring); with ``catalog``, the LLM section too
+    (:func:`service.engine.llm_validation.report`: it profiles the models it checks)."""
     started = time.perf_counter()
     logo, folds = held_out(model, knowledge, lambda o: o.gpu_id)
     loao, _ = held_out(model, knowledge, lambda o: knowledge.gpus[o.gpu_id].architecture)
@@ -434,6 +445,10 @@ def validate(model: PerformanceModel, knowledge: Knowledge) -> dict[str, Any]:
         "input_ceilings": model.ceilings,
         "skipped": [{"row": s.row, "reason": s.reason} for s in model.skipped],
     }
+    if catalog is not None:
+        from service.engine import llm_validation
+
+        report["llm"] = llm_validation.report(model.step_model, knowledge, catalog)
     values = figures(report)
     report["targets"] = {
         name: {
@@ -442,6 +457,7 @@ def validate(model: PerformanceModel, knowledge: Knowledge) -> dict[str, Any]:
             "met": _met(name, target, values.get(name)),
         }
         for name, target in TARGETS.items()
+        if name in values
     }
     report["seconds"] = round(time.perf_counter() - started, 2)
     return report
@@ -460,6 +476,23 @@ def figures(report: dict[str, Any]) -> dict[str, float | None]:
     for year, found in report["forward_in_time"].items():
         out[f"forward_{year}_median_ape"] = found["median_ape"]
         out[f"forward_{year}_mean_ape"] = found["mean_ape"]
+    llm = report.get("llm")
+    if llm:
+        golden = llm["golden"]
+        out |= {
+            "mlperf_training_llm_held_out_gpu_median_ape": llm["mlperf_training"]["median_ape"],
+            "mlperf_inference_offline_held_out_gpu_median_ape": llm["mlperf_inference_offline"][
+                "median_ape"
+            ],
+            "llm_operators_held_out_gpu_median_ape": llm["operators"]["held_out"]["median_ape"],
+            "golden_megatron_median_gap_points": golden["megatron-2021-table-1"][
+                "median_gap_points"
+            ],
+            "golden_llama3_median_gap_points": golden["llama3-2024-table-4"]["median_gap_points"],
+            "golden_llm_foundry_median_gap_points": golden["llm-foundry-mpt-h100"][
+                "median_gap_points"
+            ],
+        }
     return out
 
 
