@@ -303,7 +303,8 @@ def published_cases(knowledge: Knowledge, source: DescribedSource) -> list[Publi
             seq = int(row.get("seq") or table["seq"])
             micro = int(row["micro"])
             request = {"task": "training", "batch_size": micro, "seq_len": seq,
-                       "precision": table["precision"], "optimizer": "adamw"}  # fmt: skip
+                       "precision": table["precision"], "optimizer": "adamw",
+                       "attention": table.get("attention", "flash")}  # fmt: skip
             found = source(_description(table, row), request)
             shape = ModelShape.from_profile(found)
             if shape is None:
@@ -321,7 +322,7 @@ def published_cases(knowledge: Knowledge, source: DescribedSource) -> list[Publi
                 activation_checkpointing=row.get("checkpointing", table.get("checkpointing")),
                 micro_batch_size=micro,
                 gradient_accumulation=max(1, math.ceil(row["global"] / (micro * d))),
-                virtual_stages=int(row.get("virtual", 1)),
+                virtual_stages=int(row.get("virtual", table.get("virtual", 1))),
             )
             out.append(
                 PublishedCase(

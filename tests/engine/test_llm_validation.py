@@ -77,11 +77,11 @@ def test_golden_mfu_of_the_published_tables(
 
     - llm-foundry MPT 7B-70B on H100, bf16, FSDP (the 16-bit efficiency is fitted here):
       median gap within 5 points of MFU, every row within 15.
-    - Megatron-LM Table 1 (A100, not fitted): every row within 12 points of the A100's peak,
-      median within 6; the paper's trend (bigger models nearer peak) is only half there.
-    - Llama 3 405B Table 4 (H100, not fitted): below the printed 38-43% by 10-19 points:
-      the paper's pipeline schedule (interleaved, with its own first and last stages) is not
-      in the table, and a plain 1F1B bubble at 16 stages costs that much.
+    - Megatron-LM Table 1 (A100, not fitted; 2021 attention materialised its scores): median
+      within 5 points of the A100's peak, every row within 12; the 145B-1T rows are 7-10
+      points low (the efficiency is the H100's, fitted on llm-foundry).
+    - Llama 3 405B Table 4 (H100, not fitted): within 5 points, with the interleaved
+      schedule's V taken as 8 (the paper does not print it; see llm_published.yaml).
     """
     report = lv.published_report(published, model.step_model, knowledge)
     assert len(report) == 47
@@ -90,9 +90,9 @@ def test_golden_mfu_of_the_published_tables(
     assert max(abs(g) for g in foundry) <= 15
     megatron = _gaps(report, "megatron-2021-table-1")
     assert max(abs(g) for g in megatron) <= 12
-    assert statistics.median(abs(g) for g in megatron) <= 6
+    assert statistics.median(abs(g) for g in megatron) <= 5
     llama = _gaps(report, "llama3-2024-table-4")
-    assert all(-20 <= g < 0 for g in llama)
+    assert all(abs(g) <= 5 for g in llama)
 
 
 def test_published_flops_follow_the_sources(published: list[lv.PublishedCase]) -> None:
