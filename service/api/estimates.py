@@ -170,6 +170,10 @@ class EstimateSchema(Schema):
     )
 
 
+# request fields only the layout model reads (a plain estimate gets data parallel over count)
+LAYOUT_ONLY = ("interconnect", "weight_precision", "kv_precision", "concurrency")
+
+
 @blp.route("/estimates")
 class Estimates(MethodView):
     @blp.arguments(EstimateRequestSchema)
@@ -181,9 +185,16 @@ class Estimates(MethodView):
         """Estimate step time, throughput, memory and the bound on a GPU (and n of them)"""
         knowledge = state().knowledge
         gpu_filter(knowledge, body["gpu"], location="json")
+        planned = [k for k in LAYOUT_ONLY if body.get(k) is not None]
+        if body.get("stack") == "optimized":
+            planned.append("stack")
+        if body.get("layout") is None and planned and not body.get("trace_id"):
+            # the options only the layout model reads: plain data parallel over count
+            body = {**body, "layout": {"data_parallel": body.get("count", 1)}}
         if body.get("layout") is not None:
             if body.get("trace_id"):
-                raise InvalidInput("layout", "a layout is estimated from a model or profile")
+                field = "layout" if "layout" in body else planned[0]
+                raise InvalidInput(field, "a trace is projected as traced: give model or profile")
             return layout_estimate(state().estimates, body)
         result = state().estimates.request(body).to_dict()
         result["knowledge_version"] = knowledge.version

@@ -259,11 +259,12 @@ def layout_estimate(service: EstimateService, body: Mapping[str, Any]) -> dict[s
             body["count"],
         )
     check(layout, s.shape, s.net.gpus_per_node, s.profile.seq_len)
-    if not s.profile.trains and (layout.pipeline_parallel > 1 or layout.data_parallel > 1):
+    if not s.profile.trains and (layout.pipeline_parallel > 1 or layout.context_parallel > 1):
         raise LayoutError(
             "inference-tensor-parallel-only",
             "layout",
-            "inference layouts are planned as tensor-parallel groups: give tensor_parallel",
+            "inference is planned as tensor-parallel groups (data_parallel of them, each "
+            "serving on its own): give tensor_parallel and data_parallel",
         )
     model = service._built_model()
     if not s.profile.trains:
@@ -272,12 +273,16 @@ def layout_estimate(service: EstimateService, body: Mapping[str, Any]) -> dict[s
             layout.tensor_parallel, s.stack, s.usable_bytes,
             body.get("weight_precision"), body.get("kv_precision"), body.get("concurrency"),
         )  # fmt: skip
+        replicas = layout.data_parallel
         return {
             "gpu": s.gpu.id,
             "count": layout.gpus,
             "layout": layout.to_dict(),
             "fits": served.max_concurrency >= 1,
             "inference": served.to_dict(),
+            "throughput": {"tokens_per_s": served.output_tokens_per_s * replicas},
+            "latency_s": served.time_to_first_token_s
+            + served.time_per_output_token_s * float(s.profile.output_tokens or 0),
             "bound": served.bound,
             "assumptions": _assumptions(s),
             "knowledge_version": service.knowledge.version,

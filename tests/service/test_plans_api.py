@@ -173,3 +173,28 @@ def test_unknown_stack_interconnect_and_source_are_422(client: FlaskClient) -> N
     assert post(client, "/v1/plans", {"gpu": "H100 SXM5 80GB"}, 422)["errors"][0]["field"] == (
         "model"
     )
+
+
+def test_layout_options_without_a_layout_are_applied_not_ignored(client: FlaskClient) -> None:
+    """stack optimized (or an interconnect, or inference precisions) with no layout: the
+    estimate is the layout model's, plain data parallel over count."""
+    base = {**LLAMA_70B_TRAINING, "model": {"name": "llama-3-8b"}, "gpu": "H100 SXM5 80GB",
+            "count": 8}  # fmt: skip
+    plain = post(client, "/v1/estimates", base)
+    tuned = post(client, "/v1/estimates", {**base, "stack": "optimized"})
+    assert "layout" not in plain
+    assert tuned["layout"]["data_parallel"] == 8
+    assert tuned["count"] == 8
+    assert any("stack optimized" in a for a in tuned["assumptions"])
+    serve = {
+        "model": {"name": "llama-3-8b"},
+        "workload": {"task": "inference", "batch_size": 1, "prompt_tokens": 512,
+                     "output_tokens": 128, "precision": "bf16"},
+        "gpu": "H100 SXM5 80GB",
+        "count": 2,
+        "weight_precision": "fp8",
+    }  # fmt: skip
+    found = post(client, "/v1/estimates", serve)
+    assert found["inference"]["weight_precision"] == "fp8"
+    one = found["inference"]["output_tokens_per_s"]
+    assert found["throughput"]["tokens_per_s"] == pytest.approx(2 * one)
