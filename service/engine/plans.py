@@ -208,9 +208,9 @@ def _inference_plan(
     service: EstimateService, s: Setting, body: Mapping[str, Any]
 ) -> dict[str, Any]:
     model = service._built_model()
-    degrees = [t for t in (1, 2, 4, 8) if t <= s.net.gpus_per_node]
+    degrees = [1]  # tensor parallelism splits transformers only
     if s.shape is not None:
-        degrees = [t for t in degrees if s.shape.heads % t == 0]
+        degrees = [t for t in (1, 2, 4, 8) if t <= s.net.gpus_per_node and s.shape.heads % t == 0]
     found = []
     for t in degrees:
         served = layout_inference(
