@@ -149,6 +149,13 @@ def plan_request(service: EstimateService, body: Mapping[str, Any]) -> dict[str,
     }
     if best is not None:
         out["on_other_links"] = _on_other_links(service, s, best, done)
+        wanted = body.get("global_batch_size")
+        if wanted and best.step.samples_per_step != wanted:
+            out["assumptions"].append(
+                f"global_batch_size {wanted} is not micro-batch x accumulation x data parallel "
+                f"for the best layout: it runs {best.step.samples_per_step:g} samples a step "
+                "(the accumulation rounded up)"
+            )
     else:
         out["assumptions"].append(
             f"no layout fits {s.gpu.id} at {found.count or 'any count up to the limit'} GPUs"

@@ -198,3 +198,17 @@ def test_layout_options_without_a_layout_are_applied_not_ignored(client: FlaskCl
     assert found["inference"]["weight_precision"] == "fp8"
     one = found["inference"]["output_tokens_per_s"]
     assert found["throughput"]["tokens_per_s"] == pytest.approx(2 * one)
+
+
+def test_a_global_batch_the_layout_cannot_make_exactly_is_said(client: FlaskClient) -> None:
+    body = {**LLAMA_70B_TRAINING, "gpu": "H100 SXM5 80GB", "count": 16, "max_count": 16}
+    plan = post(client, "/v1/plans", {**body, "global_batch_size": 100})
+    best = plan["layouts"][0]
+    layout = best["layout"]
+    made = layout["micro_batch_size"] * layout["gradient_accumulation"] * layout["data_parallel"]
+    assert best["global_batch_size"] == made >= 100
+    if made != 100:
+        assert any("global_batch_size 100" in a for a in plan["assumptions"])
+    exact = post(client, "/v1/plans", {**body, "global_batch_size": 128})
+    assert exact["layouts"][0]["global_batch_size"] == 128
+    assert not any("global_batch_size" in a for a in exact["assumptions"])
