@@ -173,8 +173,8 @@ def _on_other_links(
     inter = [None, *INTER_ALTERNATIVES] if gpus > s.net.gpus_per_node else [None]
     for a in intra:
         for b in inter:
-            if a is None and b is None:
-                continue
+            if a in (None, s.net.intra.id) and b in (None, s.net.inter.id):
+                continue  # the links the plan already has
             net = network(
                 service.knowledge,
                 s.gpu,
@@ -197,7 +197,7 @@ def _on_other_links(
                     "reason": f"on {' and '.join(changed)}: "
                     f"{_loss(ratio)} than on {s.net.intra.id}"
                     + (f" with {s.net.inter.id}" if gpus > s.net.gpus_per_node else "")
-                    + f"; the step is {other.step.bound.replace('_', ' ')}-bound",
+                    + f"; the step's largest part is {other.step.bound.replace('_', ' ')}",
                 }
             )
     return sorted(out, key=lambda r: r["slowdown"])
