@@ -386,6 +386,12 @@ def _llm(llm: dict[str, Any]) -> None:
         f"at {stack['efficiency_8bit']:.2f}; {stack['source']}):"
     )
     _split("MLPerf Training GPT-3 / Llama 2 LoRA, GPU held out", llm["mlperf_training"])
+    others = llm["mlperf_training_other"]
+    click.echo(
+        f"  MLPerf Training, the other workloads, GPU held out: {others['rows_predicted']} rows, "
+        f"median {others['median_ape']:.1%} mean {others['mean_ape']:.1%}"
+    )
+    _ape_table(others["by_workload"])
     offline = llm["mlperf_inference_offline"]
     click.echo(
         f"  MLPerf Inference v3.1 Offline, GPU held out: {offline['rows_predicted']} rows, "

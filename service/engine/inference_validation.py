@@ -177,11 +177,11 @@ def held_out_gpu(data: Sequence[OfflineCase]) -> dict[str, Any]:
                         "error": predicted / case.measured_per_gpu - 1,
                     }
                 )
-    return {"rows": rows, **_summary(rows), "by_workload": _grouped(rows, "workload"),
-            "by_gpu": _grouped(rows, "gpu_id")}  # fmt: skip
+    return {"rows": rows, **summary(rows), "by_workload": grouped(rows, "workload"),
+            "by_gpu": grouped(rows, "gpu_id")}  # fmt: skip
 
 
-def _summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     errors = [abs(r["error"]) for r in rows]
     if not errors:
         return {"rows_predicted": 0, "median_ape": None, "mean_ape": None}
@@ -189,12 +189,12 @@ def _summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "mean_ape": statistics.fmean(errors)}  # fmt: skip
 
 
-def _grouped(rows: Sequence[Mapping[str, Any]], key: str) -> list[dict[str, Any]]:
+def grouped(rows: Sequence[Mapping[str, Any]], key: str) -> list[dict[str, Any]]:
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for r in rows:
         groups.setdefault(str(r[key]), []).append(r)
     return [
         {"name": k, "rows": len(v), "median_ape": s["median_ape"], "mean_ape": s["mean_ape"]}
         for k, v in sorted(groups.items())
-        for s in [_summary(v)]
+        for s in [summary(v)]
     ]

@@ -27,7 +27,7 @@ from profiles.catalog import Catalog
 from profiles.description import resolve
 from profiles.profile import profile
 from profiles.workload import WorkloadSchema
-from service.engine import inference_validation, operators
+from service.engine import inference_validation, operators, training_validation
 from service.engine.estimate import USABLE_MEMORY_SHARE
 from service.engine.layout import Layout, ModelShape
 from service.engine.parallel import (
@@ -441,6 +441,7 @@ def report(step_model: StepModel, knowledge: Knowledge, catalog: Catalog) -> dic
     source = catalog_source(catalog)
     training = held_out_gpu(cases(knowledge, source), Predictor(step_model, knowledge))
     offline = inference_validation.held_out_gpu(inference_validation.cases(knowledge, source))
+    others = training_validation.held_out_gpu(training_validation.cases(knowledge, source))
     published = published_report(published_cases(knowledge, source), step_model, knowledge)
     tables: dict[str, Any] = {}
     for row in published:
@@ -459,6 +460,7 @@ def report(step_model: StepModel, knowledge: Knowledge, catalog: Catalog) -> dic
             "predictions": training["rows"],
         },
         "mlperf_inference_offline": offline,
+        "mlperf_training_other": others,
         "operators": operators.held_out_gpu(knowledge),
         "golden": {
             table: {
