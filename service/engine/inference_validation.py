@@ -7,7 +7,9 @@ DLRM; FP16 for BERT-99.9 and RNN-T; FP8 for GPT-J where the GPU has it, else FP1
 batch takes its matmul-like work at the GPU's dense peak for that precision over an
 efficiency, plus a share of its eager bytes (what the engine's fusion leaves) at the
 bandwidth, plus its other arithmetic at the vector rate; a generated sequence (GPT-J) adds
-its output tokens' decode passes. The two constants of each workload are fitted on the
+its output tokens' decode passes; and a fixed time per batch that no GPU shortens (an
+LSTM's or a generator's step-by-step loop of launches, the engine's host work). The three
+constants of each workload are fitted on the
 other GPUs' rows (:func:`held_out_gpu`): what carries to a new GPU is the workload's use
 of its peaks, not the rows. They are factors, not bounded shares: what a sample costs as
 the submissions ran it is not always what the profile counts (BERT drops the padding of
@@ -89,6 +91,7 @@ def cases(knowledge: Knowledge, source: ProfileSource) -> list[OfflineCase]:
 
 @dataclass(frozen=True, slots=True)
 class Efficiency:
+    fixed_ms: float  # per batch, whatever the GPU (launches, the engine's host work)
     matmul: float  # the dense tensor peak's share its kernels reach (x the work as counted)
     memory: float  # share of the eager bytes left after the engine's fusion, at full bandwidth
 
@@ -102,7 +105,9 @@ class Times:
     memory_s: float
 
     def at(self, e: Efficiency) -> float:
-        return self.tensor_s / e.matmul + self.vector_s + self.memory_s * e.memory
+        return (
+            e.fixed_ms * 1e-3 + self.tensor_s / e.matmul + self.vector_s + self.memory_s * e.memory
+        )
 
 
 def batch_times(case: OfflineCase) -> Times:
@@ -132,8 +137,8 @@ def predict(case: OfflineCase, e: Efficiency) -> float:
 
 
 def fit(data: Sequence[OfflineCase]) -> Efficiency:
-    """The efficiency and memory share with the least soft-L1 log error over ``data`` (one
-    workload)."""
+    """The fixed time, efficiency and memory share with the least soft-L1 log error over
+    ``data`` (one workload)."""
     from scipy.optimize import least_squares
 
     per_gpu: dict[str, int] = {}
@@ -144,12 +149,12 @@ def fit(data: Sequence[OfflineCase]) -> Efficiency:
               per_gpu[c.gpu.id] ** -0.5) for c in data]  # fmt: skip
 
     def residuals(x: Sequence[float]) -> list[float]:
-        e = Efficiency(x[0], x[1])
+        e = Efficiency(x[0], x[1], x[2])
         return [w * math.log(batch / t.at(e) / measured) for t, batch, measured, w in times]
 
-    result = least_squares(residuals, [0.5, 0.5], bounds=([1e-3, 0.0], [10.0, 10.0]),
-                           loss="soft_l1", f_scale=0.1)  # fmt: skip
-    return Efficiency(float(result.x[0]), float(result.x[1]))
+    result = least_squares(residuals, [1.0, 0.5, 0.5], bounds=([0.0, 1e-3, 0.0],
+                           [1000.0, 10.0, 10.0]), loss="soft_l1", f_scale=0.1)  # fmt: skip
+    return Efficiency(*(float(v) for v in result.x))
 
 
 def held_out_gpu(data: Sequence[OfflineCase]) -> dict[str, Any]:

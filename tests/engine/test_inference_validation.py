@@ -32,14 +32,14 @@ def test_every_offline_row_is_a_case_in_the_precision_tensorrt_ran(
 
 
 def test_offline_held_out_gpu(offline: list[iv.OfflineCase]) -> None:
-    """Issue 11's target is a 15% median; the fit reaches 15.6% (3D U-Net and RNN-T miss
-    most: a scan's sliding windows and an LSTM's time steps are not what a batch of the
-    profile counts), the LLM (GPT-J) 6%, BERT, DLRM and RetinaNet 11-13%."""
+    """Issue 11's target: a 15% median. RNN-T's time-step loop is the fixed time per
+    batch; 3D U-Net (a scan's sliding windows) and ResNet-50 (Ada's large L2 against
+    Turing's power limit) miss most."""
     report: dict[str, Any] = iv.held_out_gpu(offline)
     assert report["rows_predicted"] == 360
-    assert report["median_ape"] <= 0.17
+    assert report["median_ape"] <= 0.15
     by = {r["name"]: r for r in report["by_workload"]}
-    assert by["gptj-cnndm-inference"]["median_ape"] <= 0.10
     for name in ("bert-large-squad-inference", "dlrm-v2-criteo-inference",
-                 "retinanet-openimages-inference"):  # fmt: skip
+                 "retinanet-openimages-inference", "rnnt-librispeech-inference",
+                 "gptj-cnndm-inference"):  # fmt: skip
         assert by[name]["median_ape"] <= 0.15
