@@ -52,17 +52,17 @@ def test_mlperf_llm_rows_held_out_gpu_median_within_15_percent(
     assert report["median_ape"] <= 0.15
 
 
-def test_the_shipped_optimized_stack_is_what_the_fits_find(
+def test_the_shipped_optimized_stack_is_what_the_fit_finds(
     mlperf: list[lv.LlmCase],
     published: list[lv.PublishedCase],
     model: PerformanceModel,
     knowledge: Knowledge,
 ) -> None:
-    eight = lv.fit_optimized(mlperf, lv.Predictor(model.step_model, knowledge))
-    assert eight.efficiency_8bit == pytest.approx(OPTIMIZED.efficiency_8bit, abs=0.011)
     foundry = [c for c in published if c.table == "llm-foundry-mpt-h100"]
-    sixteen = lv.fit_16bit(foundry, model.step_model, knowledge)
-    assert sixteen.efficiency_16bit == pytest.approx(OPTIMIZED.efficiency_16bit, abs=0.011)
+    found = lv.fit_stack(foundry, mlperf, lv.Predictor(model.step_model, knowledge))
+    assert found.efficiency_8bit == pytest.approx(OPTIMIZED.efficiency_8bit, abs=0.011)
+    assert found.efficiency_16bit == pytest.approx(OPTIMIZED.efficiency_16bit, abs=0.011)
+    assert found.attention_share == pytest.approx(OPTIMIZED.attention_share, abs=0.01)
 
 
 def _gaps(report: list[dict[str, Any]], table: str) -> list[float]:
@@ -75,13 +75,14 @@ def test_golden_mfu_of_the_published_tables(
     """Each published row's printed layout, predicted on the optimized stack and turned
     into the figure the source prints with the source's own FLOP count.
 
-    - llm-foundry MPT 7B-70B on H100, bf16, FSDP (the 16-bit efficiency is fitted here):
-      median gap within 5 points of MFU, every row within 15.
+    - llm-foundry MPT 7B-70B on H100, bf16, FSDP (the 16-bit efficiency and attention's
+      share are fitted here): median gap within 5 points of MFU, every row within 15 (the
+      runs without recomputation and the longest sequences are 7-14 points high).
     - Megatron-LM Table 1 (A100, not fitted; 2021 attention materialised its scores): median
-      within 5 points of the A100's peak, every row within 12; the 145B-1T rows are 7-10
-      points low (the efficiency is the H100's, fitted on llm-foundry).
-    - Llama 3 405B Table 4 (H100, not fitted): within 5 points, with the interleaved
-      schedule's V taken as 8 (the paper does not print it; see llm_published.yaml).
+      within 5 points of the A100's peak, every row within 7 (1T is 6 low).
+    - Llama 3 405B Table 4 (H100, not fitted): median within 5 points, every row within 6,
+      with the interleaved schedule's V taken as 8 (the paper does not print it; see
+      llm_published.yaml).
     """
     report = lv.published_report(published, model.step_model, knowledge)
     assert len(report) == 47
@@ -89,10 +90,11 @@ def test_golden_mfu_of_the_published_tables(
     assert statistics.median(abs(g) for g in foundry) <= 5
     assert max(abs(g) for g in foundry) <= 15
     megatron = _gaps(report, "megatron-2021-table-1")
-    assert max(abs(g) for g in megatron) <= 12
+    assert max(abs(g) for g in megatron) <= 7
     assert statistics.median(abs(g) for g in megatron) <= 5
     llama = _gaps(report, "llama3-2024-table-4")
-    assert all(abs(g) <= 5 for g in llama)
+    assert statistics.median(abs(g) for g in llama) <= 5
+    assert all(abs(g) <= 6 for g in llama)
 
 
 def test_published_flops_follow_the_sources(published: list[lv.PublishedCase]) -> None:
