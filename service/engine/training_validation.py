@@ -17,7 +17,6 @@ layout by layout in :mod:`service.engine.llm_validation`.
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -132,17 +131,12 @@ def fit(data: Sequence[TrainingCase]) -> tuple[Constants, dict[str, float]]:
     return Constants(float(x[0]), float(x[1]), float(x[2])), scales
 
 
-def _scale(scales: dict[str, float], suite: str) -> float:
-    """A round's scale; a round the fit did not see takes the median of the others."""
-    if suite in scales:
-        return scales[suite]
-    return float(statistics.median(scales.values()))
-
-
 def held_out_gpu(data: Sequence[TrainingCase]) -> dict[str, Any]:
     """Each GPU's rows predicted with the constants fitted, workload by workload, on the
-    other GPUs' rows (a workload measured on fewer than three other GPUs is left out)."""
+    other GPUs' rows (a workload measured on fewer than three other GPUs is left out, and a
+    row whose round no other GPU ran: that round's unit is not known)."""
     rows: list[dict[str, Any]] = []
+    unknown = 0
     for gid in sorted({c.gpu.id for c in data}):
         for workload in sorted({c.row.workload for c in data if c.gpu.id == gid}):
             train = [c for c in data if c.row.workload == workload and c.gpu.id != gid]
@@ -150,7 +144,10 @@ def held_out_gpu(data: Sequence[TrainingCase]) -> dict[str, Any]:
                 continue
             constants, scales = fit(train)
             for case in (c for c in data if c.gpu.id == gid and c.row.workload == workload):
-                predicted = times(case).rate(constants) * _scale(scales, case.row.suite)
+                if case.row.suite not in scales:
+                    unknown += 1  # no other GPU in its round: its unit is not known
+                    continue
+                predicted = times(case).rate(constants) * scales[case.row.suite]
                 rows.append(
                     {
                         "workload": workload,
@@ -163,4 +160,4 @@ def held_out_gpu(data: Sequence[TrainingCase]) -> dict[str, Any]:
                     }
                 )
     return {"rows": rows, **summary(rows), "by_workload": grouped(rows, "workload"),
-            "by_gpu": grouped(rows, "gpu_id")}  # fmt: skip
+            "by_gpu": grouped(rows, "gpu_id"), "left_out_unit_unknown": unknown}  # fmt: skip
