@@ -34,6 +34,7 @@ from service.engine.parallel import (
     EIGHT_BIT,
     OPTIMIZED,
     LayoutStep,
+    Network,
     OptimizedStack,
     Planned,
     layout_step,
@@ -42,7 +43,7 @@ from service.engine.parallel import (
     planned_at,
     work,
 )
-from service.engine.roofline import math_mode, usable_precisions
+from service.engine.roofline import MathMode, math_mode, usable_precisions
 from service.engine.step_model import StepModel
 from service.engine.step_profile import StepProfile
 
@@ -127,9 +128,19 @@ def _vendor_tuned(row: Benchmark) -> bool:
     return "nemo" in framework or "megatron" in framework
 
 
-def _candidates(case: LlmCase, step_model: StepModel, knowledge: Knowledge) -> list[Planned]:
-    """The case's fitting layouts, fastest first under the shipped constants (the fits try
-    only the first few: constants that move every layout alike do not reorder them much)."""
+@dataclass(frozen=True, slots=True)
+class _Candidates:
+    """What predicting a case reuses under any constants: its math mode, network, FLOPs and
+    fitting layouts (fastest first under the shipped constants: the fits try only the first
+    few, since constants that move every layout alike do not reorder them much)."""
+
+    mode: MathMode
+    net: Network
+    flops: float
+    layouts: list[Planned]
+
+
+def _candidates(case: LlmCase, step_model: StepModel, knowledge: Knowledge) -> _Candidates:
     mode = math_mode(case.gpu, case.precision)
     done = work(case.profile, case.gpu, mode, "optimized", step_model)
     net = network(knowledge, case.gpu, case.gpus_per_node)
@@ -137,7 +148,8 @@ def _candidates(case: LlmCase, step_model: StepModel, knowledge: Knowledge) -> l
     found = planned_at(
         case.row.gpu_count, case.profile, case.shape, done, net, mode, usable, case.global_batch
     )
-    return [x for x in found if x.fits][:CANDIDATES]
+    fitting = [x for x in found if x.fits][:CANDIDATES]
+    return _Candidates(mode, net, model_flops(case.profile), fitting)
 
 
 CANDIDATES = 8
@@ -150,23 +162,21 @@ class Predictor:
 
     step_model: StepModel
     knowledge: Knowledge
-    _found: dict[int, list[Planned]] = field(default_factory=dict)
+    _found: dict[int, _Candidates] = field(default_factory=dict)
 
     def best(self, case: LlmCase, stack: OptimizedStack = OPTIMIZED) -> LayoutStep | None:
         key = id(case)
         if key not in self._found:
             self._found[key] = _candidates(case, self.step_model, self.knowledge)
-        found = self._found[key]
-        if not found:
+        c = self._found[key]
+        if not c.layouts:
             return None
-        mode = math_mode(case.gpu, case.precision)
-        done = work(case.profile, case.gpu, mode, "optimized", self.step_model, optimized=stack)
-        net = network(self.knowledge, case.gpu, case.gpus_per_node)
-        flops = model_flops(case.profile)
+        done = work(case.profile, case.gpu, c.mode, "optimized", self.step_model, optimized=stack)
         steps = [
-            layout_step(x.layout, case.profile, case.shape, done, net, mode.tensor_flops, flops)
-            for x in found
-        ]
+            layout_step(x.layout, case.profile, case.shape, done, c.net, c.mode.tensor_flops,
+                        c.flops)
+            for x in c.layouts
+        ]  # fmt: skip
         return min(steps, key=lambda s: s.step_s)
 
     def log_errors(self, data: Sequence[LlmCase], stack: OptimizedStack) -> list[float]:
@@ -191,15 +201,9 @@ def fit_optimized(data: Sequence[LlmCase], predictor: Predictor,
         return start
 
     def loss(e: float) -> float:
-        return sum(abs(x) for x in predictor.log_errors(group, _with_efficiency(start, e, True)))
+        return sum(abs(x) for x in predictor.log_errors(group, replace(start, efficiency_8bit=e)))
 
-    return _with_efficiency(start, min(EFFICIENCIES, key=loss), True)
-
-
-def _with_efficiency(stack: OptimizedStack, value: float, eight: bool) -> OptimizedStack:
-    if eight:
-        return replace(stack, efficiency_8bit=value)
-    return replace(stack, efficiency_16bit=value)
+    return replace(start, efficiency_8bit=min(EFFICIENCIES, key=loss))
 
 
 def held_out_gpu(data: Sequence[LlmCase], predictor: Predictor) -> dict[str, Any]:
@@ -481,6 +485,7 @@ def report(step_model: StepModel, knowledge: Knowledge, catalog: Catalog) -> dic
             "efficiency_16bit": OPTIMIZED.efficiency_16bit,
             "efficiency_8bit": OPTIMIZED.efficiency_8bit,
             "memory_share": OPTIMIZED.memory_share,
+            "attention_share": OPTIMIZED.attention_share,
             "source": OPTIMIZED.source,
         },
         "mlperf_training": {

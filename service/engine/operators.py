@@ -6,7 +6,7 @@ their columns over ``t``, the output and down projections their inner dimension)
 rest stream their inputs and outputs once (embedding gather, RMSNorm, RoPE, SiLU-and-
 multiply, residual add). An operator's time is a fixed cost per kernel plus the larger of
 its GEMM time (the dense 16-bit tensor peak x an efficiency x the share of SMs its output
-tiles keep busy, see :func:`~service.engine.parallel.wave_efficiency`) and its bytes at a
+tiles keep busy, see :func:`~service.engine.parallel.busy_share`) and its bytes at a
 share of the DRAM bandwidth. The constants (one set for the GEMMs, one for each memory-
 bound kernel) are fitted on measured GPUs (:func:`fit`); :func:`held_out_gpu` predicts
 each GPU from the others.
@@ -22,10 +22,17 @@ from typing import Any
 
 from knowledge import Knowledge
 from knowledge.records import Benchmark, Gpu
-from service.engine.parallel import TILE
+from service.engine.parallel import busy_share, layer_gemms
 from service.engine.roofline import math_mode
 
-GEMMS = frozenset({"attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj"})
+# vidur's GEMM operators -> the layer's GEMMs (service.engine.parallel.layer_gemms)
+VIDUR_GEMMS = {
+    "attn_pre_proj": "qkv",
+    "attn_post_proj": "attention_output",
+    "mlp_up_proj": "mlp_up",
+    "mlp_down_proj": "mlp_down",
+}
+GEMMS = frozenset(VIDUR_GEMMS)
 STREAMING = ("emb", "input_layernorm", "post_attention_layernorm", "attn_rope", "mlp_act", "add")
 # the GEMMs share one set of constants (cuBLAS); each memory-bound kernel has its own (an
 # embedding gather or an unfused RMSNorm reaches a far smaller share of the bandwidth than
@@ -50,6 +57,7 @@ class LayerShape:
     heads: int = 32
     kv_heads: int = 32
     ffn: int = 11008
+    gated: bool = True  # gate and up projections in one GEMM (vidur's mlp_up_proj)
     bytes_per_value: int = 2
 
 
@@ -66,14 +74,9 @@ def op_work(op: str, tokens: int, t: int, shape: LayerShape = LayerShape()) -> O
     """The FLOPs and DRAM bytes of ``op`` on one tensor-parallel rank."""
     h, f, v = shape.hidden, shape.ffn, shape.bytes_per_value
     kv = shape.kv_heads * h // shape.heads
-    gemm = {  # (output columns, inner dimension) on one rank
-        "attn_pre_proj": ((h + 2 * kv) / t, h),
-        "attn_post_proj": (h, h / t),
-        "mlp_up_proj": (2 * f / t, h),
-        "mlp_down_proj": (h, f / t),
-    }
-    if op in gemm:
-        n, k = gemm[op]
+    if op in VIDUR_GEMMS:
+        gemms = layer_gemms(h, shape.heads, shape.kv_heads, f, shape.gated, t)
+        n, k = gemms[VIDUR_GEMMS[op]]
         moved = (k * n + tokens * k + tokens * n) * v
         return OpWork(2 * tokens * n * k, moved, tokens, n, True)
     streamed = {  # values read and written
@@ -111,8 +114,7 @@ class OpModel:
         peak = math_mode(gpu, "fp16").tensor_flops
         bandwidth = gpu.memory_bandwidth_gb_per_s * 1e9
         if w.gemm:
-            tiles = math.ceil(w.rows / TILE) * math.ceil(w.columns / TILE)
-            busy = tiles / (math.ceil(tiles / gpu.sm_count) * gpu.sm_count)
+            busy = busy_share(w.rows, w.columns, gpu.sm_count)
             compute = w.flops / (peak * fit.efficiency * busy)
         else:  # the SMs' issue rate
             compute = w.bytes / (gpu.sm_cycles_per_s * fit.efficiency * SM_BYTES_SCALE)

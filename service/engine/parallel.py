@@ -62,20 +62,20 @@ class OptimizedStack:
     efficiency_8bit: float  # share of the dense FP8 peak its FP8 GEMMs reach
     memory_share: float  # share of the eager step's bytes left after fusion
     source: str
-    attention_share: float = 0.6  # fused attention's rate over the GEMMs' (see below)
+    # fused attention kernels reach a smaller share of the peak than the GEMMs (Dao 2023,
+    # "FlashAttention-2", figs. 5-7: 50-73% of the A100's peak forward, backward and on the
+    # H100 lower, against 70-80% for large GEMMs): their rate over the GEMMs'
+    attention_share: float = 0.6
 
     def efficiency(self, precision: str) -> float:
         return self.efficiency_8bit if precision in EIGHT_BIT else self.efficiency_16bit
 
 
 EIGHT_BIT = frozenset({"fp8", "int8", "int4"})
-# attention_share: fused attention kernels reach a smaller share of the peak than the GEMMs
-# (Dao 2023, "FlashAttention-2", figs. 5-7: 50-73% of the A100's peak forward, backward and
-# on the H100 lower, against 70-80% for large GEMMs)
 # Fitted by llm_validation.fit_stack: the 16-bit efficiency on llm-foundry's MPT rows (H100,
 # bf16), the FP8 one on MLPerf Training v3.0-v4.1's GPT-3 175B and Llama 2 70B LoRA rows,
-# attention's share on a grid between them; tests/engine/
-# test_llm_validation.py checks the fit and the golden tables.
+# attention's share on a grid between them; tests/engine/test_llm_validation.py checks the
+# fit and the golden tables.
 OPTIMIZED = OptimizedStack(
     efficiency_16bit=0.58,
     efficiency_8bit=0.56,
@@ -273,27 +273,39 @@ class LayoutStep:
 TILE = 128  # rows and columns of the output tile one SM computes at a time (CUTLASS/cuBLAS)
 
 
+def layer_gemms(
+    hidden: int, heads: int, kv_heads: int, ffn: int, gated: bool, tensor_parallel: int
+) -> dict[str, tuple[float, float]]:
+    """A transformer layer's four GEMMs on one tensor-parallel rank, Megatron's split: name ->
+    (output columns, inner dimension). QKV and MLP up (with its gate) split their columns,
+    the attention output and MLP down their inner dimension."""
+    t = tensor_parallel
+    kv = kv_heads * (hidden // max(heads, 1))
+    up = ffn * (2 if gated else 1)
+    return {
+        "qkv": ((hidden + 2 * kv) / t, hidden),
+        "attention_output": (hidden, hidden / t),
+        "mlp_up": (up / t, hidden),
+        "mlp_down": (hidden, ffn / t),
+    }
+
+
+def busy_share(rows: float, columns: float, sms: int) -> float:
+    """The share of ``sms`` SMs a GEMM's output tiles keep busy: they run in waves of one
+    tile per SM, and the last wave is partly empty (wave quantisation)."""
+    tiles = math.ceil(rows / TILE) * math.ceil(columns / TILE)
+    return tiles / (math.ceil(tiles / sms) * sms)
+
+
 def wave_efficiency(tokens: float, shape: ModelShape, tensor_parallel: int, sms: int) -> float:
-    """The share of a GPU's SMs a layer's GEMMs keep busy: each GEMM's output tiles run in
-    waves of one tile per SM, and the last wave is partly empty (wave quantisation). Weighed
-    by the GEMMs' FLOPs; ``tokens``: the GEMMs' rows (a micro-batch's tokens on one rank)."""
-    h, t = shape.hidden, tensor_parallel
-    head = h // max(shape.heads, 1)
-    kv = shape.kv_heads * head
-    up = shape.ffn * (2 if shape.gated else 1)
-    gemms = (  # (output columns on one rank, inner dimension on one rank)
-        ((h + 2 * kv) / t, h),  # QKV, column parallel
-        (h, h / t),  # attention output, row parallel
-        (up / t, h),  # MLP up (and gate), column parallel
-        (h, shape.ffn / t),  # MLP down, row parallel
-    )
-    rows = math.ceil(tokens / TILE)
+    """The share of a GPU's SMs a layer's GEMMs keep busy (:func:`busy_share`), weighed by
+    their FLOPs; ``tokens``: the GEMMs' rows (a micro-batch's tokens on one rank)."""
+    gemms = layer_gemms(shape.hidden, shape.heads, shape.kv_heads, shape.ffn, shape.gated,
+                        tensor_parallel)  # fmt: skip
     done = total = 0.0
-    for columns, inner in gemms:
-        tiles = rows * math.ceil(columns / TILE)
-        waves = math.ceil(tiles / sms)
+    for columns, inner in gemms.values():
         flops = tokens * columns * inner
-        done += flops * tiles / (waves * sms)
+        done += flops * busy_share(tokens, columns, sms)
         total += flops
     return done / total if total else 1.0
 
