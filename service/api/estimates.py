@@ -188,13 +188,15 @@ class Estimates(MethodView):
         planned = [k for k in LAYOUT_ONLY if body.get(k) is not None]
         if body.get("stack") == "optimized":
             planned.append("stack")
-        if body.get("layout") is None and planned and not body.get("trace_id"):
-            # the options only the layout model reads: plain data parallel over count
-            body = {**body, "layout": {"data_parallel": body.get("count", 1)}}
         if body.get("layout") is not None:
-            if body.get("trace_id"):
-                field = "layout" if "layout" in body else planned[0]
-                raise InvalidInput(field, "a trace is projected as traced: give model or profile")
+            planned.insert(0, "layout")
+        if planned and body.get("trace_id"):
+            raise InvalidInput(
+                planned[0], "a trace is projected as traced: give model or profile for this"
+            )
+        if planned:
+            # the options only the layout model reads: plain data parallel over count
+            body.setdefault("layout", {"data_parallel": body.get("count", 1)})
             return layout_estimate(state().estimates, body)
         result = state().estimates.request(body).to_dict()
         result["knowledge_version"] = knowledge.version

@@ -212,3 +212,25 @@ def test_a_global_batch_the_layout_cannot_make_exactly_is_said(client: FlaskClie
     exact = post(client, "/v1/plans", {**body, "global_batch_size": 128})
     assert exact["layouts"][0]["global_batch_size"] == 128
     assert not any("is not micro-batch" in a for a in exact["assumptions"])
+
+
+def test_layout_options_with_a_trace_are_refused_not_ignored(client: FlaskClient) -> None:
+    """A trace is projected as traced: a layout or a layout-only option beside trace_id is a
+    422 naming that field."""
+    base = {"trace_id": "any", "gpu": "H100 SXM5 80GB"}
+    assert (
+        post(client, "/v1/estimates", {**base, "layout": {"data_parallel": 2}}, 422)["errors"][0][
+            "field"
+        ]
+        == "layout"
+    )
+    assert (
+        post(client, "/v1/estimates", {**base, "stack": "optimized"}, 422)["errors"][0]["field"]
+        == "stack"
+    )
+    assert (
+        post(client, "/v1/estimates", {**base, "weight_precision": "fp8"}, 422)["errors"][0][
+            "field"
+        ]
+        == "weight_precision"
+    )
