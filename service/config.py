@@ -14,6 +14,7 @@
 | ``RIGHTSIZE_TRACE_MAX_EVENTS`` | ``20000000`` | most events in one trace |
 | ``RIGHTSIZE_TRACE_ASYNC_BYTES`` | 32 MiB | larger uploads are parsed by a worker (with Redis) |
 | ``RIGHTSIZE_TRACE_TTL_S`` | ``604800`` | how long trace analyses are kept |
+| ``RIGHTSIZE_RECOMMENDATION_TTL_S`` | ``7776000`` | recommendations stay citable (90 days) |
 | ``RIGHTSIZE_MODEL_DIR`` | ``~/.cache/rightsize`` | performance model cache (JSON only) |
 | ``RIGHTSIZE_LOG_LEVEL`` | ``INFO`` | |
 """
@@ -85,6 +86,7 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any]] = {
     "TRACE_MAX_EVENTS": (_positive_int, 20_000_000),
     "TRACE_ASYNC_BYTES": (_positive_int, 32 * 2**20),
     "TRACE_TTL_S": (_positive_int, 604800),
+    "RECOMMENDATION_TTL_S": (_positive_int, 90 * 86400),
     "MODEL_DIR": (str, str(default_cache_dir())),
     "LOG_LEVEL": (_level, "INFO"),
 }

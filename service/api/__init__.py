@@ -20,6 +20,7 @@ from service.api import (
     offers,
     plans,
     profiles,
+    recommendations,
     traces,
 )
 from service.api.base import Api
@@ -36,6 +37,7 @@ BLUEPRINTS = (
     traces.blp,
     estimates.blp,
     plans.blp,
+    recommendations.blp,
     jobs.blp,
 )
 API_VERSION = "0.1.0"

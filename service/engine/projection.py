@@ -14,6 +14,7 @@ from typing import Any
 
 from knowledge import Knowledge
 from knowledge.records import Gpu
+from service.engine.rules import rulebook
 from service.engine.scaling import link_for
 
 MEMORY_BOUND = ("elementwise", "reduction", "memcpy_d2d", "memset", "other")
@@ -133,66 +134,41 @@ def project(
 
 
 def advice(analysis: dict[str, Any], ref: Gpu | None, knowledge: Knowledge) -> list[dict[str, Any]]:
-    """Software fixes, each with the share of the step it is predicted to save."""
+    """Software fixes, each with the share of the step it is predicted to save: the trace
+    rules of ``knowledge/rules`` (:mod:`service.engine.rules`) over the trace's breakdown."""
     part = analysis.get("breakdown")
     if not part or not part["wall_us"]:
         return []
     wall = part["wall_us"]
     busy, idle = part["busy_us"], part["idle_us"]
-    out: list[dict[str, Any]] = []
-
-    def add(rule: str, message: str, saved_us: float) -> None:
-        out.append(
-            {
-                "rule": rule,
-                "message": message,
-                "predicted_saving_share": saved_us / wall,
-                "predicted_step_time_us": wall - saved_us,
-            }
-        )
-
+    fp32_saved = 0.0
     if ref is not None and ref.tensor_cores and (ref.bf16_tflops or ref.fp16_tflops):
         fast = ref.bf16_tflops or ref.fp16_tflops or ref.fp32_tflops
         tf32 = busy["tensor_gemm"] * (analysis.get("tensor_core_precision") or {}).get("tf32", 0)
-        saved = busy["simt_gemm"] * (1 - ref.fp32_tflops / fast)
-        saved += tf32 * (1 - (ref.tf32_tflops or fast) / fast)
-        if saved / wall > 0.02:
-            add(
-                "mixed-precision",
-                "fp32/TF32 GEMMs on a tensor-core GPU: train with mixed "
-                "precision (torch.autocast with bf16, or fp16 with a gradient scaler)",
-                saved,
-            )
-    if idle["input"] / wall > 0.10:
-        add(
-            "input-pipeline",
-            "the GPU waits on the input pipeline: more DataLoader workers "
-            "(num_workers), pin_memory=True, prefetching, faster storage or decoding",
-            idle["input"],
-        )
-    short = analysis.get("short_kernel_share") or 0.0
-    busy_share = 1 - sum(idle.values()) / wall
-    if short > 0.5 and busy_share < 0.7:
-        add(
-            "launch-bound",
-            f"{short:.0%} of kernels run under 10 µs and the GPU is busy "
-            f"{busy_share:.0%} of the step: CUDA graphs, torch.compile, or a larger batch",
-            idle["launch"] + idle["host"] * 0.5,
-        )
-    if busy["memcpy_h2d"] / wall > 0.05:
-        add(
-            "pinned-memory",
-            "host-to-device copies take a large share of the step: pinned "
-            "memory and non_blocking=True copies overlapped with compute",
-            busy["memcpy_h2d"],
-        )
-    if busy["communication"] / wall > 0.10:
-        faster = _faster_link(ref, knowledge)
-        add(
-            "overlap-communication",
-            "exposed communication: overlap it with backward "
-            "(DDP gradient bucketing, bucket_cap_mb), or " + faster,
-            busy["communication"] * 0.5,
+        fp32_saved = busy["simt_gemm"] * (1 - ref.fp32_tflops / fast)
+        fp32_saved += tf32 * (1 - (ref.tf32_tflops or fast) / fast)
+    context = {
+        "wall_ms": wall / 1e3,
+        "fp32_gemm_saving_share": fp32_saved / wall,
+        "input_idle_share": idle["input"] / wall,
+        "short_kernel_share": analysis.get("short_kernel_share") or 0.0,
+        "busy_share": 1 - sum(idle.values()) / wall,
+        "launch_saving_share": (idle["launch"] + idle["host"] * 0.5) / wall,
+        "h2d_share": busy["memcpy_h2d"] / wall,
+        "communication_share": busy["communication"] / wall,
+        # overlapping it with backward hides about half (the other half is the last bucket)
+        "overlap_saving_share": busy["communication"] * 0.5 / wall,
+        "faster_link": _faster_link(ref, knowledge),
+    }
+    out = []
+    for fired in rulebook().fire("trace", context):
+        saved = context[fired.rule.saving or ""] * wall
+        out.append(
+            {
+                **fired.to_dict(),
+                "predicted_saving_share": saved / wall,
+                "predicted_step_time_us": wall - saved,
+            }
         )
     return sorted(out, key=lambda a: -a["predicted_saving_share"])
 

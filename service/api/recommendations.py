@@ -1,0 +1,230 @@
+"""``/v1/recommendations``, ``/v1/tco`` and ``/v1/rules``: ranked, costed and explained
+choices of GPU, count, layout and deployment, the cost of owning against renting, and the
+rules behind every reason."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+from flask import request
+from flask.views import MethodView
+from marshmallow import Schema, ValidationError, fields, validate, validates_schema
+
+from profiles.workload import WorkloadSchema
+from service.api.base import Blueprint
+from service.api.lookups import gpu_filter
+from service.api.profiles import MODEL_DESCRIPTION
+from service.engine import cost, rank
+from service.engine.errors import NotFound
+from service.engine.parallel import STACKS
+from service.engine.rules import SYMBOLS, rulebook
+from service.state import state
+
+blp = Blueprint(
+    "recommendations", __name__, url_prefix="/v1", description="Recommendations and cost"
+)
+PREFIX = "recommendation:"
+
+
+def _money(description: str) -> fields.Float:
+    return fields.Float(
+        allow_none=True,
+        validate=validate.Range(min=0, max=1e12),
+        metadata={"description": description},
+    )
+
+
+class UsageSchema(Schema):
+    gpu_hours_per_month = fields.Float(
+        validate=validate.Range(min=0, max=1e9),
+        metadata={"description": "GPU-hours a month across all the GPUs (the average)"},
+    )
+    runs_per_month = fields.Float(
+        validate=validate.Range(min=0, max=1e6),
+        metadata={"description": "jobs a month (instead of gpu_hours_per_month)"},
+    )
+    horizon_months = fields.Integer(load_default=36, validate=validate.Range(1, 240))
+    pattern = fields.String(load_default="steady", validate=validate.OneOf(("steady", "bursty")))
+    peak_to_average = fields.Float(
+        validate=validate.Range(min=1, max=1000), metadata={"description": "bursty: peak / mean"}
+    )
+    baseline_share = fields.Float(
+        validate=validate.Range(min=0, max=1),
+        metadata={"description": "share of the hours that is a steady baseline (hybrid)"},
+    )
+    interruptible = fields.Boolean(
+        load_default=False, metadata={"description": "checkpointed work that may run on spot"}
+    )
+
+
+class ConstraintsSchema(Schema):
+    budget_capital_usd = _money("the most to spend buying (on-premise)")
+    budget_monthly_usd = _money("the most to spend a month")
+    deadline_hours = fields.Float(validate=validate.Range(min=0, min_inclusive=False, max=1e7))
+    max_gpus = fields.Integer(validate=validate.Range(1, 1024))
+    providers = fields.List(fields.String(), validate=validate.Length(max=20))
+    regions = fields.List(fields.String(), validate=validate.Length(max=50))
+    deployment = fields.String(load_default="any", validate=validate.OneOf(rank.DEPLOYMENTS))
+    max_server_power_kw = fields.Float(validate=validate.Range(min=0, min_inclusive=False, max=1e3))
+
+
+def _onprem_overrides() -> fields.Dict:
+    return fields.Dict(
+        keys=fields.String(validate=validate.OneOf(cost.OVERRIDABLE)),
+        values=fields.Float(validate=validate.Range(min=0, max=1e9)),
+        metadata={"description": "on-premise cost parameters to use instead of the defaults"},
+    )
+
+
+class RecommendationRequestSchema(Schema):
+    model = fields.Dict(metadata={"description": MODEL_DESCRIPTION})
+    workload = fields.Nested(WorkloadSchema)
+    profile_id = fields.String()
+    trace_id = fields.String(metadata={"description": "a stored trace of a sample run"})
+    count = fields.Integer(
+        validate=validate.Range(1, 1024), metadata={"description": "a trace's GPU count"}
+    )
+    objective = fields.String(load_default="best_value", validate=validate.OneOf(rank.OBJECTIVES))
+    constraints = fields.Nested(ConstraintsSchema, load_default=dict)
+    usage = fields.Nested(UsageSchema, load_default=dict)
+    onprem = _onprem_overrides()
+    stack = fields.String(load_default="pytorch", validate=validate.OneOf(STACKS))
+    gpus_per_node = fields.Integer(load_default=8, validate=validate.Range(1, 16))
+    global_batch_size = fields.Integer(validate=validate.Range(1, 10_000_000))
+
+    @validates_schema
+    def _one_source(self, data: dict[str, Any], **_: Any) -> None:
+        given = [k for k in ("profile_id", "trace_id") if data.get(k)]
+        has_model = "model" in data or "workload" in data
+        if len(given) + has_model > 1:
+            raise ValidationError("give model and workload, or profile_id, or trace_id", "model")
+        if not given:
+            missing = [k for k in ("model", "workload") if k not in data]
+            if missing:
+                raise ValidationError("required (or give profile_id or trace_id)", missing[0])
+
+
+class RecommendationSchema(Schema):
+    id = fields.String()
+    objective = fields.String()
+    recommendations = fields.List(
+        fields.Dict(),
+        metadata={
+            "description": "ranked: rank, gpu, count, vram_gb, layout, interconnect, "
+            "deployment, offer, estimate, cost, reasons (rule, effect, message, source), pareto"
+        },
+    )
+    candidates_total = fields.Integer()
+    excluded = fields.List(fields.Dict(), metadata={"description": "gpu and reasons"})
+    advice = fields.List(fields.Dict(), metadata={"description": "software fixes first"})
+    summary = fields.String(metadata={"description": "markdown, at most 1,200 characters"})
+    assumptions = fields.List(fields.String())
+    knowledge_version = fields.String()
+    rules_version = fields.String(metadata={"description": "digest of knowledge/rules"})
+    created_at = fields.String()
+    request = fields.Dict(metadata={"description": "the request as it was answered"})
+
+
+def _store(answer: dict[str, Any]) -> None:
+    st = state()
+    ttl = int(st.settings["RIGHTSIZE_RECOMMENDATION_TTL_S"])
+    st.cache.set(PREFIX + answer["id"], json.dumps(answer).encode(), ttl)
+
+
+@blp.route("/recommendations")
+class Recommendations(MethodView):
+    @blp.arguments(RecommendationRequestSchema)
+    @blp.response(200, RecommendationSchema)
+    @blp.problem(404)
+    @blp.problem(422)
+    @blp.problem(503)
+    def post(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Rank GPUs, counts, layouts and deployments for a workload, with costs and reasons"""
+        st = state()
+        raw = request.get_json()  # as sent: what the id hashes and the answer cites
+        ident = rank.request_id(raw, f"{st.knowledge.version}:{rulebook().digest}")
+        hit = st.cache.get(PREFIX + ident)
+        if hit is not None:
+            stored: dict[str, Any] = json.loads(hit)
+            return stored
+        answer = {
+            "id": ident,
+            **rank.recommend(st.estimates, body),
+            "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "request": raw,
+        }
+        _store(answer)
+        return answer
+
+
+@blp.route("/recommendations/<string:rec_id>")
+class Recommendation(MethodView):
+    @blp.response(200, RecommendationSchema)
+    @blp.problem(404)
+    def get(self, rec_id: str) -> dict[str, Any]:
+        """A recommendation as it was given: inputs, date and answer"""
+        hit = state().cache.get(PREFIX + rec_id)
+        if hit is None:
+            raise NotFound("recommendation", rec_id)
+        stored: dict[str, Any] = json.loads(hit)
+        return stored
+
+
+class TcoRequestSchema(Schema):
+    gpu = fields.String(required=True, metadata={"description": "GPU id or name"})
+    count = fields.Integer(load_default=1, validate=validate.Range(1, 4096))
+    usage = fields.Nested(UsageSchema, required=True)
+    onprem = _onprem_overrides()
+    providers = fields.List(fields.String(), validate=validate.Length(max=20))
+    regions = fields.List(fields.String(), validate=validate.Length(max=50))
+
+
+class TcoSchema(Schema):
+    gpu = fields.String()
+    count = fields.Integer()
+    usage = fields.Dict()
+    on_premise = fields.Dict(metadata={"description": "incl. cost_per_gpu_hour_usd"})
+    cloud = fields.Dict(allow_none=True, metadata={"description": "the cheapest matching offer"})
+    cloud_offers = fields.List(fields.Dict())
+    break_even_gpu_hours_per_month = fields.Float(allow_none=True)
+    cheapest = fields.String()
+    hybrid = fields.Dict(allow_none=True)
+    parameters = fields.List(fields.Dict(), metadata={"description": "each with its source"})
+    assumptions = fields.List(fields.String())
+
+
+@blp.route("/tco")
+class Tco(MethodView):
+    @blp.arguments(TcoRequestSchema)
+    @blp.response(200, TcoSchema)
+    @blp.problem(404)
+    @blp.problem(422)
+    def post(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Owning against renting a GPU type at a count and usage, with break-even"""
+        knowledge = state().knowledge
+        gpu_filter(knowledge, body["gpu"], location="json")
+        gpu = knowledge.gpu(body["gpu"])
+        usage = cost.usage_from(body["usage"], None, body["count"])
+        return cost.tco(knowledge, gpu, body["count"], usage, body.get("onprem"),
+                        body.get("providers"), body.get("regions"))  # fmt: skip
+
+
+class RulesSchema(Schema):
+    rules = fields.List(fields.Dict())
+    symbols = fields.List(fields.Dict())
+
+
+@blp.route("/rules")
+class Rules(MethodView):
+    @blp.response(200, RulesSchema)
+    def get(self) -> dict[str, Any]:
+        """Every rule behind the reasons, with its condition, effect and source"""
+        return {
+            "rules": [r.to_dict() for r in rulebook().rules],
+            "symbols": [
+                {"name": n, "type": t.name, "scopes": sorted(scopes), "meaning": meaning}
+                for n, (t, scopes, meaning) in SYMBOLS.items()
+            ],
+        }

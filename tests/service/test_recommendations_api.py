@@ -1,0 +1,184 @@
+"""POST /v1/recommendations, GET /v1/recommendations/{id}, POST /v1/tco, GET /v1/rules:
+ranked, costed and explained answers, on the real knowledge base."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+from flask.testing import FlaskClient
+
+from knowledge import Knowledge
+from tests.profiles.trace_factory import known_steps
+from tests.service.helpers import fields_in, problem
+
+LLAMA_70B_FULL: dict[str, Any] = {
+    "model": {"name": "llama-3-70b"},
+    "workload": {"task": "fine-tuning", "method": "full", "batch_size": 1, "seq_len": 4096,
+                 "precision": "bf16", "optimizer": "adamw", "dataset_tokens": 100_000_000,
+                 "epochs": 1},
+    "constraints": {"max_gpus": 64, "deployment": "on-premise"},
+}  # fmt: skip
+GPT2: dict[str, Any] = {
+    "model": {"name": "gpt2"},
+    "workload": {"task": "training", "batch_size": 8, "seq_len": 1024, "precision": "bf16",
+                 "dataset_tokens": 1_000_000_000, "epochs": 1},
+}  # fmt: skip
+PRE_ADA = {"kepler", "maxwell", "pascal", "volta", "turing", "ampere"}
+
+
+def post(client: FlaskClient, url: str, body: dict[str, Any], status: int = 200) -> Any:
+    response = client.post(url, json=body)
+    assert response.status_code == status, response.get_data(as_text=True)
+    return response.get_json()
+
+
+def test_llama_70b_full_fine_tuning_gets_a_sharded_layout_on_nvlink(client: FlaskClient) -> None:
+    body = post(client, "/v1/recommendations", LLAMA_70B_FULL)
+    top = body["recommendations"][0]
+    layout = top["layout"]
+    assert top["count"] >= 2
+    assert top["deployment"] == "on-premise"
+    assert layout["zero_stage"] >= 2 or layout["tensor_parallel"] > 1
+    assert top["estimate"]["memory_per_gpu_gb"] <= top["vram_gb"] * 1.074  # GiB in the catalog
+    # a GPU-to-GPU fabric (NVLink, NVSwitch, Infinity Fabric) named, not PCIe
+    assert top["interconnect"]["kind"] in {"nvlink", "nvswitch", "infinity-fabric"}
+    assert top["interconnect"]["name"]
+    assert top["cost"]["capital_usd"] > 0
+    assert top["cost"]["per_unit_usd"] > 0
+    for rec in body["recommendations"]:
+        assert all(r["rule"] and r["message"] and r["source"] for r in rec["reasons"])
+    # GeForce cards in an 8-GPU server break their licence: excluded with the rule
+    geforce = {e["gpu"]: e for e in body["excluded"] if e["gpu"] == "rtx-4090"}
+    assert [r["rule"] for r in geforce["rtx-4090"]["reasons"]] == ["geforce-no-datacenter"]
+    assert len(body["summary"]) <= 1200
+    assert body["summary"].startswith("**")
+    # the answer can be cited: the same id, inputs and date
+    again = client.get(f"/v1/recommendations/{body['id']}").get_json()
+    assert again["recommendations"] == body["recommendations"]
+    assert again["request"] == LLAMA_70B_FULL
+    assert again["created_at"]
+    assert post(client, "/v1/recommendations", LLAMA_70B_FULL)["id"] == body["id"]
+
+
+def test_an_input_bound_trace_gets_pipeline_advice_and_no_premium_for_speed(
+    client: FlaskClient,
+) -> None:
+    upload = client.post(
+        "/v1/traces",
+        data={"file": (io.BytesIO(known_steps(4).gzipped()), "t.json.gz")},
+        content_type="multipart/form-data",
+    )
+    trace_id = upload.get_json()["trace_id"]
+    body = post(client, "/v1/recommendations", {"trace_id": trace_id})
+    assert body["advice"][0]["rule"] == "input-pipeline-first"
+    recs = body["recommendations"]
+    fastest = min(recs, key=lambda r: r["estimate"]["step_time_s"])
+    assert recs[0]["gpu"] != fastest["gpu"]  # the faster GPU is not what it recommends
+    assert recs[0]["estimate"]["step_time_s"] > fastest["estimate"]["step_time_s"]
+    # the input wait does not shrink: even the fastest GPU keeps the traced 0.2 ms stall
+    assert fastest["estimate"]["step_time_s"] > 0.2e-3
+    penalised = [r for r in recs if "faster-gpu-input-bound" in [x["rule"] for x in r["reasons"]]]
+    for rec in penalised:
+        assert rec["estimate"]["step_time_s"] < recs[0]["estimate"]["step_time_s"]
+
+
+def test_fp8_excludes_every_gpu_before_ada_and_hopper(
+    client: FlaskClient, knowledge: Knowledge
+) -> None:
+    workload = {**GPT2["workload"], "precision": "fp8"}
+    body = post(client, "/v1/recommendations", {**GPT2, "workload": workload})
+    assert body["recommendations"]
+    for rec in body["recommendations"]:
+        assert knowledge.gpus[rec["gpu"]].architecture not in PRE_ADA
+    excluded = {e["gpu"]: [r["rule"] for r in e["reasons"]] for e in body["excluded"]}
+    offered = {o.gpu_id for o in knowledge.offers}
+    older = [g.id for g in knowledge.gpus.values()
+             if g.architecture in PRE_ADA and (g.price_usd or g.id in offered)]  # fmt: skip
+    assert len(older) > 20
+    for gpu in older:
+        assert "fp8-needs-ada-or-hopper" in excluded[gpu], gpu
+
+
+def test_a_budget_that_excludes_everything_is_an_empty_answer_with_reasons(
+    client: FlaskClient,
+) -> None:
+    body = post(client, "/v1/recommendations",
+                {**GPT2, "constraints": {"budget_monthly_usd": 0.0001}})  # fmt: skip
+    assert body["recommendations"] == []
+    assert body["summary"].startswith("**No candidate")
+    rules = {r["rule"] for e in body["excluded"] for r in e["reasons"]}
+    assert "budget-monthly" in rules
+    assert all(e["reasons"] for e in body["excluded"])
+    assert {"h100-sxm-80gb", "rtx-4090"} <= {e["gpu"] for e in body["excluded"]}
+
+
+def test_objectives_rank_differently(client: FlaskClient) -> None:
+    fastest = post(client, "/v1/recommendations", {**GPT2, "objective": "fastest"})
+    value = post(client, "/v1/recommendations", GPT2)
+    time = [r["estimate"]["hours_per_unit"] for r in fastest["recommendations"]]
+    assert time == sorted(time)
+    cost = [r["cost"]["per_unit_usd"] for r in value["recommendations"]]
+    assert cost[0] == min(cost)
+    assert fastest["recommendations"][0]["gpu"] != value["recommendations"][0]["gpu"]
+    assert any(r["pareto"] for r in value["recommendations"])
+
+
+def test_steady_use_owns_and_bursty_interruptible_use_rents(client: FlaskClient) -> None:
+    steady = post(client, "/v1/tco", {"gpu": "h100-sxm-80gb", "count": 1, "usage": {
+        "gpu_hours_per_month": 700, "horizon_months": 36}})  # fmt: skip
+    assert steady["cheapest"] == "on_premise"
+    assert steady["on_premise"]["cost_per_gpu_hour_usd"] < steady["cloud"]["cost_per_gpu_hour_usd"]
+    assert steady["break_even_gpu_hours_per_month"] < 700
+    bursty = post(client, "/v1/tco", {"gpu": "h100-sxm-80gb", "count": 1, "usage": {
+        "gpu_hours_per_month": 20, "pattern": "bursty", "interruptible": True}})  # fmt: skip
+    assert bursty["cheapest"] == "cloud"
+    assert bursty["cloud"]["pricing"] == "spot"
+    assert all(p["source"] and p["as_of"] for p in steady["parameters"])
+
+
+def test_a_hybrid_owns_the_baseline_and_rents_the_bursts(client: FlaskClient) -> None:
+    body = post(client, "/v1/tco", {
+        "gpu": "h100-sxm-80gb", "count": 8, "providers": ["lambda"],
+        "usage": {"gpu_hours_per_month": 2000, "pattern": "bursty", "peak_to_average": 3,
+                  "baseline_share": 0.6}})  # fmt: skip
+    assert body["cheapest"] == "hybrid"
+    hybrid = body["hybrid"]
+    assert 1 <= hybrid["owned_count"] < 8
+    assert hybrid["monthly_usd"] < body["on_premise"]["monthly_usd"]
+    assert hybrid["monthly_usd"] < body["cloud"]["monthly_usd"]
+
+
+def test_rules_are_listed_with_their_sources(client: FlaskClient) -> None:
+    body = client.get("/v1/rules").get_json()
+    ids = {r["id"] for r in body["rules"]}
+    assert {"fp8-needs-ada-or-hopper", "previous-generation-close", "vram-beyond-fit",
+            "steady-use-owns", "rack-density", "mixed-precision-first"} <= ids  # fmt: skip
+    assert all(r["source"] and r["as_of"] and r["when"] for r in body["rules"])
+    assert {s["name"] for s in body["symbols"]} >= {"gpu_has_fp8", "capital_usd"}
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({**GPT2, "objective": "best"}, "objective"),
+        ({**GPT2, "onprem": {"pue_ratio": 1.2}}, "onprem.pue_ratio"),
+        ({**GPT2, "usage": {"pattern": "sometimes"}}, "usage.pattern"),
+        ({**GPT2, "constraints": {"max_gpus": -1}}, "constraints.max_gpus"),
+        ({"workload": GPT2["workload"]}, "model"),
+    ],
+)
+def test_bad_requests_are_problems_naming_the_field(
+    client: FlaskClient, body: dict[str, Any], field: str
+) -> None:
+    found = problem(client.post("/v1/recommendations", json=body), 422)
+    assert any(f.startswith(field) for f in fields_in(found)), found
+
+
+def test_an_unknown_recommendation_is_404_and_an_unknown_gpu_422(client: FlaskClient) -> None:
+    problem(client.get("/v1/recommendations/nothere"), 404)
+    body = {"gpu": "h900", "usage": {"gpu_hours_per_month": 5}}
+    assert fields_in(problem(client.post("/v1/tco", json=body), 422)) == {"gpu"}
+    over = {"gpu": "h100-sxm-80gb", "count": 1, "usage": {"gpu_hours_per_month": 5000}}
+    assert "usage" in problem(client.post("/v1/tco", json=over), 422)["detail"]
