@@ -589,9 +589,11 @@ def planned_at(
     mode: MathMode,
     usable_bytes: float,
     global_batch: int | None = None,
+    fitting_only: bool = False,
 ) -> list[Planned]:
     """Every valid layout of ``count`` GPUs with its memory and step; where two differ in
-    nothing measured (same memory and step), the one with fewer options switched on."""
+    nothing measured (same memory and step), the one with fewer options switched on.
+    ``fitting_only``: the layouts that fit ``usable_bytes`` (the others are not timed)."""
     micro = profile.batch_size
     target = global_batch or max(1, round(count * micro))  # default: a micro-batch per GPU
     out: list[Planned] = []
@@ -603,6 +605,10 @@ def planned_at(
         layout = replace(
             base, micro_batch_size=max(1, round(micro)), gradient_accumulation=accumulation
         )
+        if fitting_only:
+            held = memory_per_gpu(profile.memory, layout, shape, profile.trains)
+            if held.total_bytes > usable_bytes:
+                continue
         found = plan_layout(layout, profile, shape, done, net, mode, usable_bytes)
         key = (round(found.memory.total_bytes), round(found.step.step_s, 9))
         if key in seen:

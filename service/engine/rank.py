@@ -29,7 +29,7 @@ from service.engine import cost
 from service.engine.errors import InvalidRequest
 from service.engine.estimate import USABLE_MEMORY_SHARE
 from service.engine.layout import ModelShape
-from service.engine.parallel import Planned, network, plan, work
+from service.engine.parallel import Planned, network, planned_at, work
 from service.engine.roofline import math_mode
 from service.engine.rules import Fired, RuleBook, rulebook
 from service.engine.service import EstimateService
@@ -40,6 +40,8 @@ DEPLOYMENTS = ("any", "cloud", "on-premise")
 UNIT_SAMPLES = 1e6  # the unit of work when the workload gives no dataset
 DEFAULT_MAX_GPUS = 64
 SHOWN = 10  # recommendations returned
+EXCLUDE = frozenset({"exclude"})
+KEEP = frozenset({"penalise", "warn", "advise"})
 PLANNER = "rightsize layout planner (service/engine/parallel.py)"
 
 
@@ -200,20 +202,26 @@ def _described_runs(
         done = work(profile, gpu, mode, stack, model.step_model)
         net = network(service.knowledge, gpu, int(body.get("gpus_per_node") or 8))
         usable = gpu.memory_gb * 2**30 * USABLE_MEMORY_SHARE
-        found = plan(profile, shape, done, net, mode, usable, stack, None, max_gpus,
-                     body.get("global_batch_size"))  # fmt: skip
-        smallest = found.smallest_count
-        if smallest is None:
+        batch = body.get("global_batch_size")
+
+        def fastest(n: int) -> Planned | None:
+            fits = planned_at(n, profile, shape, done, net, mode, usable, batch, True)  # noqa: B023
+            return fits[0] if fits else None
+
+        smallest, best = 1, fastest(1)
+        while best is None and smallest * 2 <= max_gpus:
+            smallest *= 2
+            best = fastest(smallest)
+        if best is None:
             excluded.append({"gpu": gpu.id, "reasons": [_reason(
                 "memory-fit", f"does not fit {gpu.memory_gb:g} GB GPUs under any layout up "
                 f"to {max_gpus} GPUs", PLANNER)]})  # fmt: skip
             continue
         for n in (smallest, 2 * smallest, 4 * smallest):
-            best = found.fastest_by_count.get(n)
-            if n > max_gpus or best is None:
-                continue
-            step = best.step
-            runs.append(Run(gpu, n, best, step.step_s, step.samples_per_s, job))
+            found = best if n == smallest else fastest(n) if n <= max_gpus else None
+            if found is not None:
+                step = found.step
+                runs.append(Run(gpu, n, found, step.step_s, step.samples_per_s, job))
     return profile, runs
 
 
@@ -418,7 +426,7 @@ def recommend(service: EstimateService, body: Mapping[str, Any]) -> dict[str, An
         candidates.extend(found)
     kept = []
     for c in candidates:  # first the exclusions, which compare nothing
-        out = [f for f in book.fire("candidate", c.context) if f.rule.effect == "exclude"]
+        out = book.fire("candidate", c.context, effects=EXCLUDE)
         if out:
             excluded.append({"gpu": c.gpu.id, "count": c.count, "deployment": c.deployment,
                              "provider": c.provider,
@@ -427,7 +435,7 @@ def recommend(service: EstimateService, body: Mapping[str, Any]) -> dict[str, An
             kept.append(c)
     _compare(kept)
     for c in kept:
-        c.fired = book.fire("candidate", c.context)
+        c.fired = book.fire("candidate", c.context, effects=KEEP)
     _pareto(kept)
     kept.sort(key=lambda c: c.score(s.objective))
     shown, seen = [], set()

@@ -25,7 +25,7 @@ import difflib
 import hashlib
 import math
 import string
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -316,11 +316,15 @@ class RuleBook:
     def scoped(self, scope: str) -> list[Rule]:
         return [r for r in self.rules if r.scope == scope]
 
-    def fire(self, scope: str, context: Mapping[str, Any]) -> list[Fired]:
-        """The rules of ``scope`` that match ``context`` (a value per symbol of the scope;
-        a missing one is null), their messages filled in."""
+    def fire(
+        self, scope: str, context: Mapping[str, Any], effects: Collection[str] = EFFECTS
+    ) -> list[Fired]:
+        """The rules of ``scope`` (with one of ``effects``) that match ``context`` (a value
+        per symbol of the scope; a missing one is null), their messages filled in."""
         out = []
         for rule in self.scoped(scope):
+            if rule.effect not in effects:
+                continue
             try:
                 matched = rule.compiled.matches(context)
             except rule_engine.EvaluationError:
