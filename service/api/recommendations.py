@@ -206,7 +206,7 @@ class Tco(MethodView):
         knowledge = state().knowledge
         gpu_filter(knowledge, body["gpu"], location="json")
         gpu = knowledge.gpu(body["gpu"])
-        usage = cost.usage_from(body["usage"], None, body["count"])
+        usage = cost.usage_from(body["usage"], None)
         return cost.tco(knowledge, gpu, body["count"], usage, body.get("onprem"),
                         body.get("providers"), body.get("regions"))  # fmt: skip
 

@@ -85,7 +85,7 @@ class Usage:
         return self.gpu_hours_per_month * share
 
 
-def usage_from(body: Mapping[str, Any], job_gpu_hours: float | None, count: int) -> Usage:
+def usage_from(body: Mapping[str, Any], job_gpu_hours: float | None) -> Usage:
     """The usage a request states: GPU-hours a month, or runs a month of a job of
     ``job_gpu_hours``; with neither, one run a month (the job must then be known)."""
     hours = body.get("gpu_hours_per_month")

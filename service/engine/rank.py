@@ -2,7 +2,7 @@
 explained by the rules (:mod:`service.engine.rules`) and ranked by the buyer's objective.
 
 A candidate is one GPU type at a count with the planner's fastest layout there
-(:func:`service.engine.parallel.plan`), run either on-premise (bought, costed by
+(:func:`service.engine.parallel.planned_at`), run either on-premise (bought, costed by
 :mod:`service.engine.cost`) or as a cloud offer. Its "work" is one job when the workload
 gives a dataset (``dataset_samples`` or ``dataset_tokens`` and ``epochs``), else a million
 samples. Objectives:
@@ -26,7 +26,7 @@ from typing import Any
 from knowledge import Knowledge
 from knowledge.records import Gpu
 from service.engine import cost
-from service.engine.errors import InvalidRequest
+from service.engine.errors import InvalidRequest, NotFound
 from service.engine.estimate import USABLE_MEMORY_SHARE
 from service.engine.layout import ModelShape
 from service.engine.parallel import Planned, network, planned_at, work
@@ -85,10 +85,6 @@ class Candidate:
         if objective == "cheapest":
             return self.horizon_usd * self.penalty, self.hours_per_unit
         return self.unit_cost_usd * self.penalty, self.hours_per_unit
-
-    @property
-    def key(self) -> tuple[str, int, str, str]:
-        return self.gpu.id, self.count, self.deployment, self.provider
 
 
 @dataclass(frozen=True)
@@ -179,14 +175,12 @@ class Run:
 
 
 def _described_runs(
-    service: EstimateService, body: Mapping[str, Any], gpus: Sequence[Gpu], max_gpus: int,
-    excluded: list[dict[str, Any]],
-) -> tuple[StepProfile, list[Run]]:  # fmt: skip
+    service: EstimateService, body: Mapping[str, Any], raw: Mapping[str, Any],
+    profile: StepProfile, gpus: Sequence[Gpu], max_gpus: int, excluded: list[dict[str, Any]],
+) -> list[Run]:  # fmt: skip
     """Each GPU's smallest fitting count (and twice and four times it, within ``max_gpus``)
-    with the planner's fastest layout there."""
-    raw = service.body_profile(body)
-    profile = StepProfile.from_profile(raw)
-    shape = ModelShape.from_profile(raw)
+    with the planner's fastest layout there, for the profile ``raw`` (``profile`` typed)."""
+    shape = ModelShape.from_profile(dict(raw))
     model = service._built_model()
     stack = body.get("stack") or "pytorch"
     job = profile.dataset_steps * profile.samples_per_step if profile.dataset_steps else None
@@ -222,20 +216,15 @@ def _described_runs(
             if found is not None:
                 step = found.step
                 runs.append(Run(gpu, n, found, step.step_s, step.samples_per_s, job))
-    return profile, runs
+    return runs
 
 
 def _traced_runs(
-    service: EstimateService, body: Mapping[str, Any], gpus: Sequence[Gpu],
-    excluded: list[dict[str, Any]],
-) -> tuple[dict[str, Any], list[Run]]:  # fmt: skip
-    """The traced step projected onto each GPU at the trace's count; a GPU with less memory
-    than the reference is left out (the trace does not say what fits)."""
-    record = service.traces.get(body["trace_id"])
-    if record is None:
-        from service.engine.errors import NotFound
-
-        raise NotFound("trace", body["trace_id"])
+    service: EstimateService, body: Mapping[str, Any], record: dict[str, Any],
+    gpus: Sequence[Gpu], excluded: list[dict[str, Any]],
+) -> list[Run]:  # fmt: skip
+    """The traced step of ``record`` projected onto each GPU at the trace's count; a GPU
+    with less memory than the reference is left out (the trace does not say what fits)."""
     count = int(body.get("count") or 1)
     found = service.traces.projections(record, [g.id for g in gpus], count, None)
     ref = service.knowledge.gpu(found["reference_gpu_id"])
@@ -249,7 +238,7 @@ def _traced_runs(
             continue
         step = projection["step_time_us"] / 1e6
         runs.append(Run(gpu, count, None, step, batch * count / step, None))
-    return record, runs
+    return runs
 
 
 def _deployments(
@@ -259,7 +248,7 @@ def _deployments(
     region per provider and pricing)."""
     hours_per_unit = (run.job_samples or UNIT_SAMPLES) / run.samples_per_s / 3600
     job_hours = hours_per_unit if run.job_samples else None
-    usage = cost.usage_from(s.usage, hours_per_unit * run.count, run.count)
+    usage = cost.usage_from(s.usage, hours_per_unit * run.count)
     allowed = s.constraints.get("deployment") or "any"
     out = []
     overrides = s.body.get("onprem") or {}
@@ -314,7 +303,7 @@ def _run_symbols(found: Sequence[Candidate]) -> dict[str, Any]:
 
 
 def _symbols(c: Candidate, base: Mapping[str, Any], run: Mapping[str, Any]) -> dict[str, Any]:
-    per_server = min(c.count, 8)
+    per_server = min(c.count, cost.GPUS_PER_SERVER)
     overhead = c.onprem.parameters["server_power_overhead_w_per_gpu_slot"].value if c.onprem else 0
     layout = c.planned.layout if c.planned else None
     return {
@@ -323,7 +312,7 @@ def _symbols(c: Candidate, base: Mapping[str, Any], run: Mapping[str, Any]) -> d
         **run,
         "count": float(c.count),
         "gpus_per_server": float(per_server),
-        "nodes": float(math.ceil(c.count / 8)),
+        "nodes": float(math.ceil(c.count / per_server)),
         "interconnect": c.gpu.gpu_link or f"PCIe {c.gpu.pcie_generation}",
         "memory_needed_gb": c.planned.memory.total_bytes / 1e9 if c.planned else None,
         "memory_headroom_share": c.planned.headroom if c.planned else None,
@@ -333,8 +322,8 @@ def _symbols(c: Candidate, base: Mapping[str, Any], run: Mapping[str, Any]) -> d
         "deployment": c.deployment,
         "pricing": c.pricing,
         "provider": c.provider,
-        "instances": float(c.offer.instances if c.offer else math.ceil(c.count / 8)),
-        "gpus_per_instance": float(c.offer.gpus_per_instance if c.offer else 8),
+        "instances": float(c.offer.instances if c.offer else math.ceil(c.count / per_server)),
+        "gpus_per_instance": float(c.offer.gpus_per_instance if c.offer else per_server),
         "job_hours": c.job_hours,
         "job_cost_usd": c.unit_cost_usd,
         "monthly_usd": c.monthly_usd,
@@ -370,13 +359,14 @@ def _pareto(kept: Sequence[Candidate]) -> None:
         )
 
 
-def _catalog(service: EstimateService, s: Setting, book: RuleBook,
-             excluded: list[dict[str, Any]]) -> list[Gpu]:  # fmt: skip
+def _catalog(
+    service: EstimateService, s: Setting, book: RuleBook, excluded: list[dict[str, Any]]
+) -> tuple[list[Gpu], dict[str, list[Fired]]]:
     """The GPUs worth planning: those with a price or a cloud offer that no gpu-scope rule
-    excludes (their warnings are kept for the candidates)."""
+    excludes; and the gpu-scope warnings of each, for its candidates."""
     offered = {o.gpu_id for o in service.knowledge.offers if o.gpu_count >= 1}
     base = _request_symbols(s)
-    out = []
+    out, warnings = [], {}
     for gpu in service.knowledge.gpus.values():
         if not gpu.price_usd and gpu.id not in offered:
             continue
@@ -386,7 +376,8 @@ def _catalog(service: EstimateService, s: Setting, book: RuleBook,
             excluded.append({"gpu": gpu.id, "reasons": out_reasons})
         else:
             out.append(gpu)
-    return out
+            warnings[gpu.id] = fired
+    return out, warnings
 
 
 def recommend(service: EstimateService, body: Mapping[str, Any]) -> dict[str, Any]:
@@ -397,25 +388,23 @@ def recommend(service: EstimateService, body: Mapping[str, Any]) -> dict[str, An
     if body.get("trace_id"):
         record = service.traces.get(body["trace_id"])
         if record is None:
-            from service.engine.errors import NotFound
-
             raise NotFound("trace", body["trace_id"])
         part = record["analysis"].get("breakdown") or {}
         wall = part.get("wall_us") or 0
         idle = (part.get("idle_us") or {}).get("input", 0.0)
         precision = record["options"].get("precision") or "fp32"
         s = _setting(body, precision, "train", None, True, idle / wall if wall else 0.0)
-        gpus = _catalog(service, s, book, excluded)
-        _, runs = _traced_runs(service, body, gpus, excluded)
+        gpus, warnings = _catalog(service, s, book, excluded)
+        runs = _traced_runs(service, body, record, gpus, excluded)
         profile = None
     else:
         raw = service.body_profile(body)
         profile = StepProfile.from_profile(raw)
         params = (raw.get("model") or {}).get("parameters")
         s = _setting(body, profile.precision, profile.task, params / 1e9 if params else None)
-        gpus = _catalog(service, s, book, excluded)
+        gpus, warnings = _catalog(service, s, book, excluded)
         limit = int(s.constraints.get("max_gpus") or DEFAULT_MAX_GPUS)
-        profile, runs = _described_runs(service, body, gpus, min(limit, 1024), excluded)
+        runs = _described_runs(service, body, raw, profile, gpus, min(limit, 1024), excluded)
     base = _request_symbols(s)
     candidates: list[Candidate] = []
     for run in runs:
@@ -435,7 +424,7 @@ def recommend(service: EstimateService, body: Mapping[str, Any]) -> dict[str, An
             kept.append(c)
     _compare(kept)
     for c in kept:
-        c.fired = book.fire("candidate", c.context, effects=KEEP)
+        c.fired = warnings[c.gpu.id] + book.fire("candidate", c.context, effects=KEEP)
     _pareto(kept)
     kept.sort(key=lambda c: c.score(s.objective))
     shown, seen = [], set()
@@ -446,13 +435,14 @@ def recommend(service: EstimateService, body: Mapping[str, Any]) -> dict[str, An
     shown = shown[:SHOWN]
     advice = _advice(service, s, book, profile, shown, kept)
     recs = [_shown(i + 1, c, s, service.knowledge) for i, c in enumerate(shown)]
+    merged = _merged(excluded, {c.gpu.id for c in kept})
     return {
         "objective": s.objective,
         "recommendations": recs,
         "candidates_total": len(kept),
-        "excluded": _merged(excluded, {c.gpu.id for c in kept}),
+        "excluded": merged,
         "advice": advice,
-        "summary": summary(s, recs, advice, len(_merged(excluded, set()))),
+        "summary": summary(s, recs, advice, len(merged)),
         "assumptions": _assumptions(s, profile),
         "knowledge_version": service.knowledge.version,
         "rules_version": book.digest,
@@ -549,7 +539,7 @@ def _shown(rank: int, c: Candidate, s: Setting, knowledge: Knowledge) -> dict[st
         "vram_gb": c.gpu.memory_gb,
         "layout": layout,
         "interconnect": interconnect,
-        "nodes": math.ceil(c.count / 8),
+        "nodes": int(c.context["nodes"]),
         "deployment": c.deployment,
         "offer": c.offer.to_dict() if c.offer else None,
         "estimate": estimate,

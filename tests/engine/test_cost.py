@@ -109,15 +109,15 @@ class TestErrors:
     )
     def test_bad_usage(self, usage: dict[str, object], field: str) -> None:
         with pytest.raises(InvalidRequest) as caught:
-            cost.usage_from(usage, None, 1)
+            cost.usage_from(usage, None)
         assert caught.value.field == field
 
 
 class TestUsage:
     def test_runs_of_a_job(self) -> None:
-        assert cost.usage_from({"runs_per_month": 3}, 40.0, 8).gpu_hours_per_month == 120
-        assert cost.usage_from({}, 40.0, 8).gpu_hours_per_month == 40  # one run a month
-        assert cost.usage_from({"gpu_hours_per_month": 7}, 40.0, 8).gpu_hours_per_month == 7
+        assert cost.usage_from({"runs_per_month": 3}, 40.0).gpu_hours_per_month == 120
+        assert cost.usage_from({}, 40.0).gpu_hours_per_month == 40  # one run a month
+        assert cost.usage_from({"gpu_hours_per_month": 7}, 40.0).gpu_hours_per_month == 7
 
     def test_baseline_defaults(self) -> None:
         assert Usage(100).baseline_gpu_hours_per_month == 100
