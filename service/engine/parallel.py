@@ -32,6 +32,7 @@ twice per layer; the KV cache left after the weights bounds the concurrency.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -290,6 +291,7 @@ def layer_gemms(
     }
 
 
+@functools.lru_cache(maxsize=4096)
 def busy_share(rows: float, columns: float, sms: int) -> float:
     """The share of ``sms`` SMs a GEMM's output tiles keep busy: they run in waves of one
     tile per SM, and the last wave is partly empty (wave quantisation)."""
@@ -297,6 +299,7 @@ def busy_share(rows: float, columns: float, sms: int) -> float:
     return tiles / (math.ceil(tiles / sms) * sms)
 
 
+@functools.lru_cache(maxsize=4096)
 def wave_efficiency(tokens: float, shape: ModelShape, tensor_parallel: int, sms: int) -> float:
     """The share of a GPU's SMs a layer's GEMMs keep busy (:func:`busy_share`), weighed by
     their FLOPs; ``tokens``: the GEMMs' rows (a micro-batch's tokens on one rank)."""
@@ -534,9 +537,11 @@ def plan_layout(
     net: Network,
     mode: MathMode,
     usable_bytes: float,
+    held: LayoutMemory | None = None,
 ) -> Planned:
-    """A layout's memory and step."""
-    held = memory_per_gpu(profile.memory, layout, shape, profile.trains)
+    """A layout's memory (``held`` where already counted) and step."""
+    if held is None:
+        held = memory_per_gpu(profile.memory, layout, shape, profile.trains)
     flops = model_flops(profile)
     step = layout_step(layout, profile, shape, done, net, mode.tensor_flops, flops)
     return Planned(layout, held, usable_bytes, step)
@@ -580,6 +585,31 @@ class Plan:
     stack: str
 
 
+def sized_at(
+    count: int,
+    profile: StepProfile,
+    shape: ModelShape | None,
+    gpus_per_node: int,
+    global_batch: int | None = None,
+) -> list[tuple[Layout, LayoutMemory]]:
+    """Every valid layout of ``count`` GPUs at the profile's micro-batch (accumulating to
+    ``global_batch``, by default a micro-batch per GPU) with its memory per GPU, least
+    memory first. It does not depend on the GPU: one table serves every GPU type."""
+    micro = profile.batch_size
+    target = global_batch or max(1, round(count * micro))
+    out = []
+    for base in layouts_for(count, shape, gpus_per_node, profile.seq_len, profile.trains):
+        if micro * base.data_parallel > target:
+            continue
+        accumulation = global_accumulation(base, target, micro) if profile.trains else 1
+        layout = replace(
+            base, micro_batch_size=max(1, round(micro)), gradient_accumulation=accumulation
+        )
+        out.append((layout, memory_per_gpu(profile.memory, layout, shape, profile.trains)))
+    out.sort(key=lambda pair: pair[1].total_bytes)
+    return out
+
+
 def planned_at(
     count: int,
     profile: StepProfile,
@@ -590,26 +620,21 @@ def planned_at(
     usable_bytes: float,
     global_batch: int | None = None,
     fitting_only: bool = False,
+    sized: Sequence[tuple[Layout, LayoutMemory]] | None = None,
 ) -> list[Planned]:
     """Every valid layout of ``count`` GPUs with its memory and step; where two differ in
     nothing measured (same memory and step), the one with fewer options switched on.
-    ``fitting_only``: the layouts that fit ``usable_bytes`` (the others are not timed)."""
-    micro = profile.batch_size
-    target = global_batch or max(1, round(count * micro))  # default: a micro-batch per GPU
+    ``fitting_only``: the layouts that fit ``usable_bytes`` (the others are not timed).
+    ``sized``: :func:`sized_at` for these arguments, where the caller keeps it for several
+    GPU types."""
+    if sized is None:
+        sized = sized_at(count, profile, shape, net.gpus_per_node, global_batch)
     out: list[Planned] = []
     seen: set[tuple[float, float]] = set()
-    for base in layouts_for(count, shape, net.gpus_per_node, profile.seq_len, profile.trains):
-        if micro * base.data_parallel > target:
-            continue
-        accumulation = global_accumulation(base, target, micro) if profile.trains else 1
-        layout = replace(
-            base, micro_batch_size=max(1, round(micro)), gradient_accumulation=accumulation
-        )
-        if fitting_only:
-            held = memory_per_gpu(profile.memory, layout, shape, profile.trains)
-            if held.total_bytes > usable_bytes:
-                continue
-        found = plan_layout(layout, profile, shape, done, net, mode, usable_bytes)
+    for layout, held in sized:
+        if fitting_only and held.total_bytes > usable_bytes:
+            break  # least memory first: none after fits either
+        found = plan_layout(layout, profile, shape, done, net, mode, usable_bytes, held)
         key = (round(found.memory.total_bytes), round(found.step.step_s, 9))
         if key in seen:
             continue

@@ -28,8 +28,8 @@ from knowledge.records import Gpu
 from service.engine import cost
 from service.engine.errors import InvalidRequest, NotFound
 from service.engine.estimate import USABLE_MEMORY_SHARE
-from service.engine.layout import ModelShape
-from service.engine.parallel import Planned, network, planned_at, work
+from service.engine.layout import Layout, LayoutMemory, ModelShape
+from service.engine.parallel import Planned, network, planned_at, sized_at, work
 from service.engine.roofline import math_mode
 from service.engine.rules import Fired, RuleBook, rulebook
 from service.engine.service import EstimateService
@@ -184,6 +184,15 @@ def _described_runs(
     model = service._built_model()
     stack = body.get("stack") or "pytorch"
     job = profile.dataset_steps * profile.samples_per_step if profile.dataset_steps else None
+    per_node = int(body.get("gpus_per_node") or 8)
+    batch = body.get("global_batch_size")
+    tables: dict[int, list[tuple[Layout, LayoutMemory]]] = {}  # one per count, for every GPU
+
+    def sized(n: int) -> list[tuple[Layout, LayoutMemory]]:
+        if n not in tables:
+            tables[n] = sized_at(n, profile, shape, per_node, batch)
+        return tables[n]
+
     runs = []
     for gpu in gpus:
         try:
@@ -194,18 +203,21 @@ def _described_runs(
             )
             continue
         done = work(profile, gpu, mode, stack, model.step_model)
-        net = network(service.knowledge, gpu, int(body.get("gpus_per_node") or 8))
+        net = network(service.knowledge, gpu, per_node)
         usable = gpu.memory_gb * 2**30 * USABLE_MEMORY_SHARE
-        batch = body.get("global_batch_size")
 
         def fastest(n: int) -> Planned | None:
-            fits = planned_at(n, profile, shape, done, net, mode, usable, batch, True)  # noqa: B023
+            fits = planned_at(n, profile, shape, done, net, mode, usable, batch, True, sized(n))  # noqa: B023
             return fits[0] if fits else None
 
-        smallest, best = 1, fastest(1)
-        while best is None and smallest * 2 <= max_gpus:
+        def fits(n: int) -> bool:
+            table = sized(n)
+            return bool(table) and table[0][1].total_bytes <= usable  # noqa: B023
+
+        smallest = 1
+        while not fits(smallest) and smallest * 2 <= max_gpus:
             smallest *= 2
-            best = fastest(smallest)
+        best = fastest(smallest) if fits(smallest) else None
         if best is None:
             excluded.append({"gpu": gpu.id, "reasons": [_reason(
                 "memory-fit", f"does not fit {gpu.memory_gb:g} GB GPUs under any layout up "
