@@ -15,6 +15,7 @@ from marshmallow import Schema, ValidationError, fields, validate, validates_sch
 from profiles.workload import WorkloadSchema
 from service.api.base import Blueprint
 from service.api.lookups import gpu_filter
+from service.api.plans import layout_options
 from service.api.profiles import MODEL_DESCRIPTION
 from service.engine import cost, rank
 from service.engine.errors import NotFound
@@ -93,6 +94,9 @@ class RecommendationRequestSchema(Schema):
     stack = fields.String(load_default="pytorch", validate=validate.OneOf(STACKS))
     gpus_per_node = fields.Integer(load_default=8, validate=validate.Range(1, 16))
     global_batch_size = fields.Integer(validate=validate.Range(1, 10_000_000))
+    weight_precision = layout_options()["weight_precision"]
+    kv_precision = layout_options()["kv_precision"]
+    concurrency = layout_options()["concurrency"]
 
     @validates_schema
     def _one_source(self, data: dict[str, Any], **_: Any) -> None:

@@ -16,11 +16,12 @@ Rules with effect ``penalise`` multiply the objective's score by their factor.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from knowledge import Knowledge
@@ -29,8 +30,16 @@ from service.engine import cost
 from service.engine.errors import InvalidRequest, NotFound
 from service.engine.estimate import USABLE_MEMORY_SHARE
 from service.engine.layout import Layout, LayoutMemory, ModelShape
-from service.engine.parallel import Planned, network, planned_at, sized_at, work
-from service.engine.roofline import math_mode
+from service.engine.parallel import (
+    Network,
+    Planned,
+    layout_inference,
+    network,
+    planned_at,
+    sized_at,
+    work,
+)
+from service.engine.roofline import MathMode, math_mode
 from service.engine.rules import Fired, RuleBook, rulebook
 from service.engine.service import EstimateService
 from service.engine.step_profile import StepProfile
@@ -66,6 +75,7 @@ class Candidate:
     offer: cost.CloudCost | None = None
     onprem: cost.OnPremCost | None = None
     usage: cost.Usage | None = None
+    served: Served | None = None
     fired: list[Fired] = field(default_factory=list)
     context: dict[str, Any] = field(default_factory=dict)
     pareto: bool = False
@@ -163,8 +173,24 @@ def _reason(rule: str, message: str, source: str) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class Served:
+    """How an inference run serves: its layout, memory per GPU and serving figures."""
+
+    layout: dict[str, Any]
+    memory_bytes: float
+    usable_bytes: float
+    bound: str
+    figures: dict[str, Any]
+
+    @property
+    def headroom(self) -> float:
+        return 1.0 - self.memory_bytes / self.usable_bytes
+
+
+@dataclass(frozen=True)
 class Run:
-    """A GPU at a count: its layout and speed, before any deployment."""
+    """A GPU at a count: its layout and speed, before any deployment (``step_s``: a training
+    step, or one request's latency when serving)."""
 
     gpu: Gpu
     count: int
@@ -172,15 +198,31 @@ class Run:
     step_s: float
     samples_per_s: float
     job_samples: float | None
+    served: Served | None = None
+
+
+def _with_modes(
+    gpus: Sequence[Gpu], precision: str, excluded: list[dict[str, Any]]
+) -> list[tuple[Gpu, MathMode]]:
+    """The GPUs that can run ``precision``, with their math mode; the others excluded."""
+    out = []
+    for gpu in gpus:
+        try:
+            out.append((gpu, math_mode(gpu, precision)))
+        except InvalidRequest as exc:
+            excluded.append(
+                {"gpu": gpu.id, "reasons": [_reason("precision", exc.message, PLANNER)]}
+            )
+    return out
 
 
 def _described_runs(
-    service: EstimateService, body: Mapping[str, Any], raw: Mapping[str, Any],
-    profile: StepProfile, gpus: Sequence[Gpu], max_gpus: int, excluded: list[dict[str, Any]],
+    service: EstimateService, body: Mapping[str, Any],
+    profile: StepProfile, shape: ModelShape | None, gpus: Sequence[Gpu], max_gpus: int,
+    excluded: list[dict[str, Any]],
 ) -> list[Run]:  # fmt: skip
     """Each GPU's smallest fitting count (and twice and four times it, within ``max_gpus``)
-    with the planner's fastest layout there, for the profile ``raw`` (``profile`` typed)."""
-    shape = ModelShape.from_profile(dict(raw))
+    with the planner's fastest layout there, for ``profile`` (of the model ``shape``)."""
     model = service._built_model()
     stack = body.get("stack") or "pytorch"
     job = profile.dataset_steps * profile.samples_per_step if profile.dataset_steps else None
@@ -194,14 +236,7 @@ def _described_runs(
         return tables[n]
 
     runs = []
-    for gpu in gpus:
-        try:
-            mode = math_mode(gpu, profile.precision)
-        except InvalidRequest as exc:
-            excluded.append(
-                {"gpu": gpu.id, "reasons": [_reason("precision", exc.message, PLANNER)]}
-            )
-            continue
+    for gpu, mode in _with_modes(gpus, profile.precision, excluded):
         done = work(profile, gpu, mode, stack, model.step_model)
         net = network(service.knowledge, gpu, per_node)
         usable = gpu.memory_gb * 2**30 * USABLE_MEMORY_SHARE
@@ -229,6 +264,98 @@ def _described_runs(
                 step = found.step
                 runs.append(Run(gpu, n, found, step.step_s, step.samples_per_s, job))
     return runs
+
+
+def _serving_runs(
+    service: EstimateService, body: Mapping[str, Any], profile: StepProfile,
+    shape: ModelShape | None, gpus: Sequence[Gpu], max_gpus: int,
+    excluded: list[dict[str, Any]],
+) -> list[Run]:  # fmt: skip
+    """Inference: each GPU's smallest group that serves the model (the fewest tensor-parallel
+    GPUs whose memory holds the weights and a sequence's KV cache for a generative model,
+    one GPU otherwise), as one, two and four replicas within ``max_gpus``. A sample is a
+    request; a group's rate is at the most sequences its memory decodes together."""
+    per_node = int(body.get("gpus_per_node") or 8)
+    job = profile.dataset_steps * profile.samples_per_step if profile.dataset_steps else None
+    runs = []
+    for gpu, mode in _with_modes(gpus, profile.precision, excluded):
+        usable = gpu.memory_gb * 2**30 * USABLE_MEMORY_SHARE
+        if profile.output_tokens:
+            net = network(service.knowledge, gpu, per_node)
+            found = _decoding(service, body, profile, shape, gpu, mode, net, usable, max_gpus)
+        else:
+            found = _one_gpu_serving(service, profile, gpu)
+        if found is None:
+            excluded.append({"gpu": gpu.id, "reasons": [_reason(
+                "memory-fit", f"does not fit {gpu.memory_gb:g} GB GPUs for serving up to "
+                f"{min(max_gpus, per_node)} GPUs a replica", PLANNER)]})  # fmt: skip
+            continue
+        group, rate, latency, served = found
+        for replicas in (1, 2, 4):
+            n = group * replicas
+            if n > max_gpus:
+                break
+            layout = {**served.layout, "data_parallel": replicas}
+            figures = {**served.figures, "requests_per_s": rate * replicas}
+            runs.append(Run(gpu, n, None, latency, rate * replicas, job,
+                            replace(served, layout=layout, figures=figures)))  # fmt: skip
+    return runs
+
+
+def _decoding(
+    service: EstimateService, body: Mapping[str, Any], profile: StepProfile,
+    shape: ModelShape | None, gpu: Gpu, mode: MathMode, net: Network, usable: float,
+    max_gpus: int,
+) -> tuple[int, float, float, Served] | None:  # fmt: skip
+    """A generative model's smallest tensor-parallel group that holds the weights and the
+    asked concurrency (at least one sequence); its requests per second, one request's
+    latency, and how it serves. Each sequence's prefill (the profile's over its batch) runs
+    alone; its output tokens are decoded with the others'."""
+    step_model = service._built_model().step_model
+    stack = body.get("stack") or "pytorch"
+    wanted = body.get("concurrency") or 1
+    degrees = [1] if shape is None else [
+        t for t in (1, 2, 4, 8) if t <= min(net.gpus_per_node, max_gpus) and shape.heads % t == 0
+    ]  # fmt: skip
+    for t in degrees:
+        x = layout_inference(profile, shape, gpu, mode, step_model, net, t, stack, usable,
+                             body.get("weight_precision"), body.get("kv_precision"),
+                             body.get("concurrency"))  # fmt: skip
+        if x.max_concurrency < wanted:
+            continue
+        c, output = x.concurrency, float(profile.output_tokens or 0)
+        prefill = x.time_to_first_token_s / max(profile.batch_size, 1.0)
+        rate = 1.0 / (prefill + output * x.time_per_output_token_s / c)
+        latency = x.time_to_first_token_s + output * x.time_per_output_token_s
+        memory = profile.memory
+        held = (x.weights_bytes_per_gpu + c * x.kv_bytes_per_sequence_per_gpu
+                + memory.runtime_overhead_bytes + memory.temporary_peak_bytes / t)  # fmt: skip
+        figures = {
+            "time_to_first_token_s": x.time_to_first_token_s,
+            "time_per_output_token_s": x.time_per_output_token_s,
+            "concurrency": c,
+            "max_concurrency": x.max_concurrency,
+        }
+        layout = {"tensor_parallel": t, "weight_precision": x.weight_precision,
+                  "kv_precision": x.kv_precision}  # fmt: skip
+        return t, rate, latency, Served(layout, held, usable, x.bound, figures)
+    return None
+
+
+def _one_gpu_serving(
+    service: EstimateService, profile: StepProfile, gpu: Gpu
+) -> tuple[int, float, float, Served] | None:
+    """A model without a decode phase served by one GPU a replica, at the workload's batch:
+    the estimate's requests per second and batch latency (None where the batch does not
+    fit)."""
+    found = service.from_profile(profile, gpu, 1)
+    if found.memory is None or not found.fits or not found.samples_per_s:
+        return None
+    layout = {"tensor_parallel": 1, "batch_size": int(profile.batch_size)}
+    figures = {"batch_latency_s": found.step_time_s}
+    held = Served(layout, found.memory.required_bytes, found.memory.usable_bytes, found.bound,
+                  figures)  # fmt: skip
+    return 1, found.samples_per_s, found.step_time_s, held
 
 
 def _traced_runs(
@@ -270,7 +397,8 @@ def _deployments(
         out.append(Candidate(run.gpu, run.count, run.planned, run.step_s, run.samples_per_s,
                              job_hours, hours_per_unit, "on-premise", "owned", "on-premise",
                              own.capital_usd, own.monthly_usd, own.horizon_usd,
-                             own.cost_per_gpu_hour_usd, onprem=own, usage=usage))  # fmt: skip
+                             own.cost_per_gpu_hour_usd, onprem=own, usage=usage,
+                             served=run.served))  # fmt: skip
     if allowed != "on-premise":
         seen: set[tuple[str, str]] = set()
         c = s.constraints
@@ -285,7 +413,7 @@ def _deployments(
                                  run.samples_per_s, job_hours, hours_per_unit, "cloud",
                                  offer.pricing, offer.provider, 0.0, offer.monthly_usd,
                                  offer.horizon_usd, offer.usd_per_gpu_hour, offer=offer,
-                                 usage=usage))  # fmt: skip
+                                 usage=usage, served=run.served))  # fmt: skip
     if not out:
         why = (
             "no catalog price to buy it"
@@ -314,10 +442,22 @@ def _run_symbols(found: Sequence[Candidate]) -> dict[str, Any]:
     return out
 
 
+def _sizing(c: Candidate) -> tuple[float | None, float | None, str, int]:
+    """Memory per GPU, headroom, bound and tensor-parallel degree of a planned, served or
+    traced candidate."""
+    if c.planned is not None:
+        p = c.planned
+        return p.memory.total_bytes, p.headroom, p.step.bound, p.layout.tensor_parallel
+    if c.served is not None:
+        x = c.served
+        return x.memory_bytes, x.headroom, x.bound, int(x.layout.get("tensor_parallel", 1))
+    return None, None, "as traced", 1
+
+
 def _symbols(c: Candidate, base: Mapping[str, Any], run: Mapping[str, Any]) -> dict[str, Any]:
     per_server = min(c.count, cost.GPUS_PER_SERVER)
     overhead = c.onprem.parameters["server_power_overhead_w_per_gpu_slot"].value if c.onprem else 0
-    layout = c.planned.layout if c.planned else None
+    held, headroom, bound, tensor = _sizing(c)
     return {
         **base,
         **_gpu_symbols(c.gpu),
@@ -326,11 +466,11 @@ def _symbols(c: Candidate, base: Mapping[str, Any], run: Mapping[str, Any]) -> d
         "gpus_per_server": float(per_server),
         "nodes": float(math.ceil(c.count / per_server)),
         "interconnect": c.gpu.gpu_link or f"PCIe {c.gpu.pcie_generation}",
-        "memory_needed_gb": c.planned.memory.total_bytes / 1e9 if c.planned else None,
-        "memory_headroom_share": c.planned.headroom if c.planned else None,
-        "bound": c.planned.step.bound if c.planned else "as traced",
-        "tensor_parallel": float(layout.tensor_parallel) if layout else 1.0,
-        "zero_stage": float(layout.zero_stage) if layout else 0.0,
+        "memory_needed_gb": held / 1e9 if held is not None else None,
+        "memory_headroom_share": headroom,
+        "bound": bound,
+        "tensor_parallel": float(tensor),
+        "zero_stage": float(c.planned.layout.zero_stage) if c.planned else 0.0,
         "deployment": c.deployment,
         "pricing": c.pricing,
         "provider": c.provider,
@@ -408,7 +548,7 @@ def recommend(service: EstimateService, body: Mapping[str, Any]) -> dict[str, An
         s = _setting(body, precision, "train", None, True, idle / wall if wall else 0.0)
         gpus, warnings = _catalog(service, s, book, excluded)
         runs = _traced_runs(service, body, record, gpus, excluded)
-        profile = None
+        profile, shape = None, None
     else:
         raw = service.body_profile(body)
         profile = StepProfile.from_profile(raw)
@@ -416,7 +556,9 @@ def recommend(service: EstimateService, body: Mapping[str, Any]) -> dict[str, An
         s = _setting(body, profile.precision, profile.task, params / 1e9 if params else None)
         gpus, warnings = _catalog(service, s, book, excluded)
         limit = int(s.constraints.get("max_gpus") or DEFAULT_MAX_GPUS)
-        runs = _described_runs(service, body, raw, profile, gpus, min(limit, 1024), excluded)
+        shape = ModelShape.from_profile(raw)
+        planner = _described_runs if profile.trains else _serving_runs
+        runs = planner(service, body, profile, shape, gpus, min(limit, 1024), excluded)
     base = _request_symbols(s)
     candidates: list[Candidate] = []
     for run in runs:
@@ -445,7 +587,7 @@ def recommend(service: EstimateService, body: Mapping[str, Any]) -> dict[str, An
             seen.add((c.gpu.id, c.count, c.deployment))
             shown.append(c)
     shown = shown[:SHOWN]
-    advice = _advice(service, s, book, profile, shown, kept)
+    advice = _advice(service, s, book, profile, shape, shown, kept, body)
     recs = [_shown(i + 1, c, s, service.knowledge) for i, c in enumerate(shown)]
     merged = _merged(excluded, {c.gpu.id for c in kept})
     return {
@@ -463,14 +605,21 @@ def recommend(service: EstimateService, body: Mapping[str, Any]) -> dict[str, An
 
 def _advice(
     service: EstimateService, s: Setting, book: RuleBook, profile: StepProfile | None,
-    shown: Sequence[Candidate], kept: Sequence[Candidate],
+    shape: ModelShape | None, shown: Sequence[Candidate], kept: Sequence[Candidate],
+    body: Mapping[str, Any],
 ) -> list[dict[str, Any]]:  # fmt: skip
     """The request-scope rules: software fixes worth doing before a purchase, and the hybrid
     deployment when owning the baseline and renting the bursts is cheapest."""
     top = shown[0] if shown else None
-    symbols: dict[str, Any] = {**_request_symbols(s), "smallest_count": None}
+    symbols: dict[str, Any] = {**_request_symbols(s), "smallest_count": None,
+                               "fits_one_gpu_accumulating": False}  # fmt: skip
     if top is not None:
-        symbols["smallest_count"] = float(min(c.count for c in kept if c.gpu.id == top.gpu.id))
+        smallest = min(c.count for c in kept if c.gpu.id == top.gpu.id)
+        symbols["smallest_count"] = float(smallest)
+        if profile is not None and smallest > 1:
+            symbols["fits_one_gpu_accumulating"] = _fits_one_accumulating(
+                service, body, profile, shape, top.gpu
+            )
     if profile is not None and top is not None and s.precision in ("fp32", "tf32"):
         model = service._built_model()
         slow = work(profile, top.gpu, math_mode(top.gpu, s.precision), "pytorch", model.step_model)
@@ -488,6 +637,26 @@ def _advice(
             )
     symbols.update(_hybrid(s, kept))
     return [f.to_dict() for f in book.fire("request", symbols)]
+
+
+def _fits_one_accumulating(
+    service: EstimateService, body: Mapping[str, Any], profile: StepProfile,
+    shape: ModelShape | None, gpu: Gpu,
+) -> bool:  # fmt: skip
+    """Whether one ``gpu`` holds the workload at micro-batch 1 (its batch then accumulated
+    over micro-batches): the same model and workload profiled at batch 1, under the layout
+    of one GPU that needs least memory. Only for a described training workload with a batch
+    above 1 (a stored profile does not say how to profile it again)."""
+    workload = body.get("workload")
+    if not profile.trains or profile.batch_size <= 1 or "model" not in body or not workload:
+        return False
+    single = dataclasses.replace(workload, batch_size=1)  # a loaded profiles.Workload
+    one = StepProfile.from_profile(
+        service.body_profile({"model": body["model"], "workload": single})
+    )
+    usable = gpu.memory_gb * 2**30 * USABLE_MEMORY_SHARE
+    sized = sized_at(1, one, shape, int(body.get("gpus_per_node") or 8))
+    return bool(sized) and sized[0][1].total_bytes <= usable
 
 
 def _hybrid(s: Setting, kept: Sequence[Candidate]) -> dict[str, Any]:
@@ -515,7 +684,7 @@ def _hybrid(s: Setting, kept: Sequence[Candidate]) -> dict[str, Any]:
 
 
 def _shown(rank: int, c: Candidate, s: Setting, knowledge: Knowledge) -> dict[str, Any]:
-    layout = c.planned.layout.to_dict() if c.planned else None
+    layout = c.planned.layout.to_dict() if c.planned else c.served.layout if c.served else None
     link = knowledge.interconnects.get(c.context.get("interconnect") or "")
     interconnect = {"id": c.context.get("interconnect"), "name": None, "kind": "pcie"}
     if link is not None:
@@ -525,13 +694,19 @@ def _shown(rank: int, c: Candidate, s: Setting, knowledge: Knowledge) -> dict[st
         "samples_per_s": c.samples_per_s,
         "job_hours": c.job_hours,
         "hours_per_unit": c.hours_per_unit,
-        "unit": "job" if c.job_hours is not None else f"{UNIT_SAMPLES:,.0f} samples",
+        "unit": "job"
+        if c.job_hours is not None
+        else f"{UNIT_SAMPLES:,.0f} {'requests' if c.served else 'samples'}",
         "bound": c.context.get("bound"),
     }
     if c.planned is not None:
         estimate["memory_per_gpu_gb"] = c.planned.memory.total_bytes / 1e9
         estimate["memory_headroom"] = round(c.planned.headroom, 4)
         estimate["mfu"] = c.planned.step.mfu
+    if c.served is not None:
+        estimate["memory_per_gpu_gb"] = c.served.memory_bytes / 1e9
+        estimate["memory_headroom"] = round(c.served.headroom, 4)
+        estimate["serving"] = c.served.figures
     costs: dict[str, Any] = {
         "per_unit_usd": c.unit_cost_usd,
         "usd_per_gpu_hour": c.usd_per_gpu_hour,
@@ -584,7 +759,15 @@ def _assumptions(s: Setting, profile: StepProfile | None) -> list[str]:
         "prices from knowledge/data/offer_prices.csv, the cheapest region per provider",
     ]
     if profile is not None and not profile.dataset_steps:
-        out.append("no dataset in the workload: cost and time are per million samples")
+        what = "samples" if profile.trains else "requests"
+        out.append(f"no dataset in the workload: cost and time are per million {what}")
+    if profile is not None and not profile.trains:
+        out.append(
+            "serving: each GPU's smallest group that holds the model (tensor parallel for a "
+            "generative model, else one GPU) as one, two and four replicas; a generative "
+            "model decodes as many sequences together as its memory holds (or concurrency), "
+            "each sequence's prefill alone; latency is one request's (estimate.step_time_s)"
+        )
     if s.traced:
         out.append("a traced step is projected onto each GPU at the trace's count; GPUs with "
                    "less memory than the reference are left out")  # fmt: skip

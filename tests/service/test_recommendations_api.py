@@ -150,6 +150,86 @@ def test_a_hybrid_owns_the_baseline_and_rents_the_bursts(client: FlaskClient) ->
     assert hybrid["monthly_usd"] < body["cloud"]["monthly_usd"]
 
 
+def test_a_batch_that_only_fits_several_gpus_gets_gradient_accumulation_advice(
+    client: FlaskClient,
+) -> None:
+    big = {**GPT2, "workload": {**GPT2["workload"], "batch_size": 64}}
+    body = post(client, "/v1/recommendations", big)
+    top = body["recommendations"][0]
+    assert top["layout"]["micro_batch_size"] == 64
+    rules = [a["rule"] for a in body["advice"]]
+    assert "gradient-accumulation" in rules, rules
+    message = next(a["message"] for a in body["advice"] if a["rule"] == "gradient-accumulation")
+    smallest = min(r["count"] for r in body["recommendations"] if r["gpu"] == top["gpu"])
+    assert f"{smallest} GPUs" in message
+    assert smallest > 1
+    # at micro-batch 8 one GPU holds it: nothing to advise
+    small = post(client, "/v1/recommendations", GPT2)
+    assert "gradient-accumulation" not in [a["rule"] for a in small["advice"]]
+
+
+SERVE_70B: dict[str, Any] = {
+    "model": {"name": "llama-3-70b"},
+    "workload": {"task": "inference", "batch_size": 8, "prompt_tokens": 1024,
+                 "output_tokens": 256, "precision": "bf16"},
+}  # fmt: skip
+
+
+def test_serving_an_llm_splits_it_over_tensor_parallel_groups(client: FlaskClient) -> None:
+    body = post(client, "/v1/recommendations", SERVE_70B)
+    assert body["recommendations"]
+    for rec in body["recommendations"]:
+        layout, est = rec["layout"], rec["estimate"]
+        per_gpu_weights = 70.6e9 * 2 / layout["tensor_parallel"] / 1e9
+        assert per_gpu_weights < rec["vram_gb"] * 1.074  # the weights fit the group
+        assert rec["count"] == layout["tensor_parallel"] * layout["data_parallel"]
+        assert est["memory_per_gpu_gb"] <= rec["vram_gb"] * 1.074
+        serving = est["serving"]
+        assert 1 <= serving["concurrency"] <= serving["max_concurrency"]
+        assert serving["time_per_output_token_s"] > 0
+        assert serving["time_to_first_token_s"] > 0
+        # one request: its prefill and its 256 tokens
+        assert est["step_time_s"] == pytest.approx(
+            serving["time_to_first_token_s"] + 256 * serving["time_per_output_token_s"]
+        )
+        assert est["unit"] == "1,000,000 requests"
+    # replicas multiply the rate at the same cost per request
+    top = body["recommendations"][0]
+    same = [r for r in body["recommendations"] if r["gpu"] == top["gpu"]
+            and r["deployment"] == top["deployment"]]  # fmt: skip
+    rates = {r["count"]: r["estimate"]["samples_per_s"] for r in same}
+    if len(rates) > 1:
+        small, big = min(rates), max(rates)
+        assert rates[big] == pytest.approx(rates[small] * big / small)
+    # int4 weights fit fewer GPUs than bf16 on the same card
+    smaller = post(client, "/v1/recommendations", {**SERVE_70B, "weight_precision": "int4"})
+    by_gpu = {r["gpu"]: r["layout"]["tensor_parallel"] for r in body["recommendations"]}
+    for rec in smaller["recommendations"]:
+        if rec["gpu"] in by_gpu:
+            assert rec["layout"]["tensor_parallel"] <= by_gpu[rec["gpu"]]
+    # a concurrency no GPU group holds: an empty answer, every GPU with its reason
+    none = post(client, "/v1/recommendations", {**SERVE_70B, "concurrency": 1_000_000})
+    assert none["recommendations"] == []
+    assert all(e["reasons"] for e in none["excluded"])
+    assert "memory-fit" in {r["rule"] for e in none["excluded"] for r in e["reasons"]}
+
+
+def test_serving_a_vision_model_uses_one_gpu_a_replica(client: FlaskClient) -> None:
+    body = post(client, "/v1/recommendations", {
+        "model": {"name": "resnet-50"},
+        "workload": {"task": "inference", "batch_size": 32, "precision": "fp16"},
+    })  # fmt: skip
+    assert body["recommendations"]
+    for rec in body["recommendations"]:
+        assert rec["count"] == rec["layout"]["data_parallel"]
+        assert rec["estimate"]["step_time_s"] > 0
+        assert rec["estimate"]["samples_per_s"] > 0
+    # every offered GPU was served or excluded with a reason (the Kepler cards without fp16
+    # math once made this a 500)
+    assert body["candidates_total"] >= len(body["recommendations"])
+    assert all(e["reasons"] for e in body["excluded"])
+
+
 def test_rules_are_listed_with_their_sources(client: FlaskClient) -> None:
     body = client.get("/v1/rules").get_json()
     ids = {r["id"] for r in body["rules"]}
