@@ -211,10 +211,44 @@ def _loss(ratio: float) -> str:
     return "no slower"
 
 
+def served_alone(service: EstimateService, profile: StepProfile, gpu: Gpu) -> dict[str, Any]:
+    """A model without a decode phase (no KV cache to split) served by one GPU a replica at
+    the workload's batch: the estimate's batch latency, requests per second and memory."""
+    found = service.from_profile(profile, gpu, 1)
+    memory = found.memory
+    return {
+        "tensor_parallel": 1,
+        "batch_size": int(profile.batch_size),
+        "fits": bool(found.fits),
+        "batch_latency_s": found.step_time_s,
+        "requests_per_s": found.samples_per_s,
+        "memory_per_gpu_bytes": memory.required_bytes if memory else None,
+        "usable_memory_bytes": memory.usable_bytes if memory else None,
+        "bound": found.bound,
+    }
+
+
 def _inference_plan(
     service: EstimateService, s: Setting, body: Mapping[str, Any]
 ) -> dict[str, Any]:
     model = service._built_model()
+    if not s.profile.output_tokens:  # nothing decoded: one GPU a replica
+        alone = served_alone(service, s.profile, s.gpu)
+        return {
+            "gpu": s.gpu.id,
+            "stack": s.stack,
+            "task": s.profile.task,
+            "smallest_count": 1 if alone["fits"] else None,
+            "inference": [alone],
+            "interconnect": _link(s.net),
+            "profile_id": s.raw.get("profile_id"),
+            "knowledge_version": service.knowledge.version,
+            "assumptions": [
+                *_assumptions(s),
+                "no decode phase (not a generative model): one GPU a replica at the "
+                "workload's batch, timed by the estimate",
+            ],
+        }
     degrees = [1]  # tensor parallelism splits transformers only
     if s.shape is not None:
         degrees = [t for t in (1, 2, 4, 8) if t <= s.net.gpus_per_node and s.shape.heads % t == 0]
@@ -274,6 +308,27 @@ def layout_estimate(service: EstimateService, body: Mapping[str, Any]) -> dict[s
             "serving on its own): give tensor_parallel and data_parallel",
         )
     model = service._built_model()
+    if not s.profile.trains and not s.profile.output_tokens:  # nothing decoded
+        if layout.tensor_parallel > 1:
+            raise LayoutError(
+                "inference-tensor-parallel-decoders-only",
+                "layout.tensor_parallel",
+                "a model without a decode phase is served one GPU a replica: give "
+                "data_parallel only",
+            )
+        alone = served_alone(service, s.profile, s.gpu)
+        return {
+            "gpu": s.gpu.id,
+            "count": layout.gpus,
+            "layout": layout.to_dict(),
+            "fits": alone["fits"],
+            "inference": alone,
+            "throughput": {"samples_per_s": (alone["requests_per_s"] or 0) * layout.gpus},
+            "latency_s": alone["batch_latency_s"],
+            "bound": alone["bound"],
+            "assumptions": _assumptions(s),
+            "knowledge_version": service.knowledge.version,
+        }
     if not s.profile.trains:
         served = layout_inference(
             s.profile, s.shape, s.gpu, s.mode, model.step_model, s.net,

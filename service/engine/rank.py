@@ -39,6 +39,7 @@ from service.engine.parallel import (
     sized_at,
     work,
 )
+from service.engine.plans import served_alone
 from service.engine.roofline import MathMode, math_mode
 from service.engine.rules import Fired, RuleBook, rulebook
 from service.engine.service import EstimateService
@@ -345,17 +346,16 @@ def _decoding(
 def _one_gpu_serving(
     service: EstimateService, profile: StepProfile, gpu: Gpu
 ) -> tuple[int, float, float, Served] | None:
-    """A model without a decode phase served by one GPU a replica, at the workload's batch:
-    the estimate's requests per second and batch latency (None where the batch does not
-    fit)."""
-    found = service.from_profile(profile, gpu, 1)
-    if found.memory is None or not found.fits or not found.samples_per_s:
+    """A model without a decode phase served by one GPU a replica at the workload's batch
+    (:func:`service.engine.plans.served_alone`); None where the batch does not fit."""
+    alone = served_alone(service, profile, gpu)
+    if not alone["fits"] or not alone["requests_per_s"]:
         return None
-    layout = {"tensor_parallel": 1, "batch_size": int(profile.batch_size)}
-    figures = {"batch_latency_s": found.step_time_s}
-    held = Served(layout, found.memory.required_bytes, found.memory.usable_bytes, found.bound,
-                  figures)  # fmt: skip
-    return 1, found.samples_per_s, found.step_time_s, held
+    layout = {"tensor_parallel": 1, "batch_size": alone["batch_size"]}
+    figures = {"batch_latency_s": alone["batch_latency_s"]}
+    held = Served(layout, alone["memory_per_gpu_bytes"], alone["usable_memory_bytes"],
+                  alone["bound"], figures)  # fmt: skip
+    return 1, alone["requests_per_s"], alone["batch_latency_s"], held
 
 
 def _traced_runs(

@@ -165,6 +165,22 @@ def test_decode_of_a_70b_model_is_bandwidth_bound_and_the_kv_cache_limits_concur
     assert {x["tensor_parallel"]: x for x in fp8["inference"]}[1]["fits"]
 
 
+def test_a_model_with_nothing_to_decode_is_served_one_gpu_a_replica(client: FlaskClient) -> None:
+    body = {"model": {"name": "resnet-50"}, "gpu": "a100-sxm-80gb",
+            "workload": {"task": "inference", "batch_size": 32, "precision": "fp16"}}  # fmt: skip
+    plan = post(client, "/v1/plans", body)
+    assert plan["smallest_count"] == 1  # it was None: no KV cache read as "nothing fits"
+    (alone,) = plan["inference"]
+    assert alone["fits"]
+    assert alone["memory_per_gpu_bytes"] < alone["usable_memory_bytes"]
+    estimate = post(client, "/v1/estimates", {**body, "count": 1})
+    assert alone["batch_latency_s"] == pytest.approx(estimate["step_time_s"])
+    assert alone["requests_per_s"] == pytest.approx(estimate["throughput"]["samples_per_s"])
+    two = post(client, "/v1/estimates", {**body, "layout": {"data_parallel": 2}})
+    assert two["fits"]
+    assert two["throughput"]["samples_per_s"] == pytest.approx(2 * alone["requests_per_s"])
+
+
 def test_unknown_stack_interconnect_and_source_are_422(client: FlaskClient) -> None:
     base = {**LLAMA_70B_TRAINING, "gpu": "H100 SXM5 80GB"}
     assert post(client, "/v1/plans", {**base, "stack": "jax"}, 422)["errors"][0]["field"] == "stack"
