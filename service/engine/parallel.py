@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from knowledge import Knowledge
@@ -538,11 +538,14 @@ def plan_layout(
     mode: MathMode,
     usable_bytes: float,
     held: LayoutMemory | None = None,
+    flops: float | None = None,
 ) -> Planned:
-    """A layout's memory (``held`` where already counted) and step."""
+    """A layout's memory (``held`` where already counted) and step (``flops``:
+    :func:`model_flops` of ``profile``, where already counted)."""
     if held is None:
         held = memory_per_gpu(profile.memory, layout, shape, profile.trains)
-    flops = model_flops(profile)
+    if flops is None:
+        flops = model_flops(profile)
     step = layout_step(layout, profile, shape, done, net, mode.tensor_flops, flops)
     return Planned(layout, held, usable_bytes, step)
 
@@ -598,6 +601,7 @@ def sized_at(
     micro = profile.batch_size
     target = global_batch or max(1, round(count * micro))
     out = []
+    timed: set[tuple[Any, ...]] = set()
     for base in layouts_for(count, shape, gpus_per_node, profile.seq_len, profile.trains):
         if micro * base.data_parallel > target:
             continue
@@ -605,7 +609,15 @@ def sized_at(
         layout = replace(
             base, micro_batch_size=max(1, round(micro)), gradient_accumulation=accumulation
         )
-        out.append((layout, memory_per_gpu(profile.memory, layout, shape, profile.trains)))
+        held = memory_per_gpu(profile.memory, layout, shape, profile.trains)
+        # the step reads the checkpointing only for recomputation ("full"): a layout that
+        # differs from an earlier one only in keeping the attention scores or not, with the
+        # same memory (flash attention keeps none), has the same step too: left out
+        twin = (_as_timed(layout), round(held.total_bytes))
+        if twin in timed:
+            continue
+        timed.add(twin)
+        out.append((layout, held))
     out.sort(key=lambda pair: pair[1].total_bytes)
     return out
 
@@ -629,18 +641,27 @@ def planned_at(
     GPU types."""
     if sized is None:
         sized = sized_at(count, profile, shape, net.gpus_per_node, global_batch)
+    flops = model_flops(profile)
     out: list[Planned] = []
     seen: set[tuple[float, float]] = set()
     for layout, held in sized:
         if fitting_only and held.total_bytes > usable_bytes:
             break  # least memory first: none after fits either
-        found = plan_layout(layout, profile, shape, done, net, mode, usable_bytes, held)
+        found = plan_layout(layout, profile, shape, done, net, mode, usable_bytes, held, flops)
         key = (round(found.memory.total_bytes), round(found.step.step_s, 9))
         if key in seen:
             continue
         seen.add(key)
         out.append(found)
     return ranked(out)
+
+
+_TIMED = tuple(f.name for f in fields(Layout) if f.name != "activation_checkpointing")
+
+
+def _as_timed(layout: Layout) -> tuple[Any, ...]:
+    """What of ``layout`` its step depends on: all but whether "none" or "selective"."""
+    return (layout.activation_checkpointing == "full", *(getattr(layout, f) for f in _TIMED))
 
 
 def plan(

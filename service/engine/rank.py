@@ -222,7 +222,7 @@ def _described_runs(
     profile: StepProfile, shape: ModelShape | None, gpus: Sequence[Gpu], max_gpus: int,
     excluded: list[dict[str, Any]],
 ) -> list[Run]:  # fmt: skip
-    """Each GPU's smallest fitting count (and twice and four times it, within ``max_gpus``)
+    """Each GPU's smallest fitting count (and each power of two above it up to ``max_gpus``)
     with the planner's fastest layout there, for ``profile`` (of the model ``shape``)."""
     model = service._built_model()
     stack = body.get("stack") or "pytorch"
@@ -259,8 +259,9 @@ def _described_runs(
                 "memory-fit", f"does not fit {gpu.memory_gb:g} GB GPUs under any layout up "
                 f"to {max_gpus} GPUs", PLANNER)]})  # fmt: skip
             continue
-        for n in (smallest, 2 * smallest, 4 * smallest):
-            found = best if n == smallest else fastest(n) if n <= max_gpus else None
+        counts = [smallest * 2**k for k in range(11) if smallest * 2**k <= max_gpus]
+        for n in counts:  # each power of two from the smallest up to max_gpus
+            found = best if n == smallest else fastest(n)
             if found is not None:
                 step = found.step
                 runs.append(Run(gpu, n, found, step.step_s, step.samples_per_s, job))
@@ -568,8 +569,9 @@ def recommend(service: EstimateService, body: Mapping[str, Any]) -> dict[str, An
             c.context = _symbols(c, base, shared)
         candidates.extend(found)
     kept = []
+    memo: dict[Any, bool] = {}  # rule results by the values they read, for this request
     for c in candidates:  # first the exclusions, which compare nothing
-        out = book.fire("candidate", c.context, effects=EXCLUDE)
+        out = book.fire("candidate", c.context, EXCLUDE, memo)
         if out:
             excluded.append({"gpu": c.gpu.id, "count": c.count, "deployment": c.deployment,
                              "provider": c.provider,
@@ -578,7 +580,7 @@ def recommend(service: EstimateService, body: Mapping[str, Any]) -> dict[str, An
             kept.append(c)
     _compare(kept)
     for c in kept:
-        c.fired = warnings[c.gpu.id] + book.fire("candidate", c.context, effects=KEEP)
+        c.fired = warnings[c.gpu.id] + book.fire("candidate", c.context, KEEP, memo)
     _pareto(kept)
     kept.sort(key=lambda c: c.score(s.objective))
     shown, seen = [], set()
@@ -753,8 +755,8 @@ def _merged(excluded: Sequence[Mapping[str, Any]], kept: set[str]) -> list[dict[
 
 def _assumptions(s: Setting, profile: StepProfile | None) -> list[str]:
     out = [
-        "each GPU at its smallest fitting count (and twice and four times it) with the "
-        "planner's fastest layout there; 8 GPUs per server",
+        "each GPU at its smallest fitting count and each power of two above it up to "
+        "max_gpus (default 64), with the planner's fastest layout there; 8 GPUs per server",
         "on-premise costs from knowledge/data/onprem.yaml (override any in onprem); cloud "
         "prices from knowledge/data/offer_prices.csv, the cheapest region per provider",
     ]

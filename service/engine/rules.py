@@ -27,7 +27,7 @@ import math
 import string
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -192,6 +192,24 @@ class Rule:
     factor: float | None
     saving: str | None  # trace rules: the symbol holding the share of the step saved
     compiled: Any
+    reads: tuple[str, ...] = ()  # the symbols ``condition`` names
+
+    def matches(self, context: Mapping[str, Any], memo: dict[Any, bool] | None = None) -> bool:
+        """Whether the condition holds in ``context`` (a comparison with a null value does
+        not hold). ``memo``: results by the values of the symbols read, shared by the many
+        contexts of one request that differ elsewhere."""
+        key = None
+        if memo is not None:
+            key = (self.id, *(context.get(name) for name in self.reads))
+            if key in memo:
+                return memo[key]
+        try:
+            matched = bool(self.compiled.matches(context))
+        except rule_engine.EvaluationError:
+            matched = False
+        if memo is not None:
+            memo[key] = matched
+        return matched
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -227,11 +245,18 @@ class Fired:
         }
 
 
-def _context(scope: str) -> rule_engine.Context:
+def _context(scope: str, read: list[str]) -> rule_engine.Context:
+    """A typed context for ``scope`` that notes in ``read`` each symbol a rule names."""
     types = {name: kind for name, (kind, scopes, _) in SYMBOLS.items() if scope in scopes}
-    return rule_engine.Context(
-        type_resolver=rule_engine.type_resolver_from_dict(types), default_value=None
-    )
+    resolve = rule_engine.type_resolver_from_dict(types)
+
+    def noted(name: str) -> Any:
+        found = resolve(name)
+        if name not in read:
+            read.append(name)
+        return found
+
+    return rule_engine.Context(type_resolver=noted, default_value=None)
 
 
 def _suggest(name: str, scope: str) -> str:
@@ -261,8 +286,9 @@ def _compile(path: Path, raw: Mapping[str, Any]) -> Rule:
     factor = raw.get("factor")
     if (effect == "penalise") != (factor is not None) or (factor is not None and factor <= 0):
         raise RuleLoadError(path, rid, "factor (a positive number) goes with penalise only")
+    read: list[str] = []
     try:
-        compiled = rule_engine.Rule(raw["when"], context=_context(scope))
+        compiled = rule_engine.Rule(raw["when"], context=_context(scope, read))
     except rule_engine.SymbolResolutionError as exc:
         name = exc.symbol_name
         why = f"unknown symbol '{name}' in when for scope {scope}: {_suggest(name, scope)}"
@@ -279,7 +305,8 @@ def _compile(path: Path, raw: Mapping[str, Any]) -> Rule:
     if not isinstance(as_of, dt.date):
         raise RuleLoadError(path, rid, "as_of is a date (YYYY-MM-DD)")
     return Rule(rid, str(raw["title"]), scope, effect, raw["when"], str(raw["message"]),
-                str(raw["source"]), as_of, int(raw["myth"]), factor, saving, compiled)  # fmt: skip
+                str(raw["source"]), as_of, int(raw["myth"]), factor, saving, compiled,
+                tuple(read))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -313,25 +340,28 @@ class RuleBook:
             raise RuleLoadError(directory, None, "no rules found")
         return cls(tuple(found), digest.hexdigest()[:16])
 
-    def scoped(self, scope: str) -> list[Rule]:
-        return [r for r in self.rules if r.scope == scope]
+    def scoped(self, scope: str) -> tuple[Rule, ...]:
+        return self._by_scope.get(scope, ())
+
+    @cached_property
+    def _by_scope(self) -> dict[str, tuple[Rule, ...]]:
+        return {scope: tuple(r for r in self.rules if r.scope == scope) for scope in SCOPES}
 
     def fire(
-        self, scope: str, context: Mapping[str, Any], effects: Collection[str] = EFFECTS
+        self,
+        scope: str,
+        context: Mapping[str, Any],
+        effects: Collection[str] = EFFECTS,
+        memo: dict[Any, bool] | None = None,
     ) -> list[Fired]:
         """The rules of ``scope`` (with one of ``effects``) that match ``context`` (a value
-        per symbol of the scope; a missing one is null), their messages filled in."""
-        out = []
-        for rule in self.scoped(scope):
-            if rule.effect not in effects:
-                continue
-            try:
-                matched = rule.compiled.matches(context)
-            except rule_engine.EvaluationError:
-                matched = False  # a comparison with a null value: the rule does not apply
-            if matched:
-                out.append(Fired(rule, _fill(rule.message, context)))
-        return out
+        per symbol of the scope; a missing one is null), their messages filled in;
+        ``memo``: see :meth:`Rule.matches`."""
+        return [
+            Fired(rule, _fill(rule.message, context))
+            for rule in self.scoped(scope)
+            if rule.effect in effects and rule.matches(context, memo)
+        ]
 
 
 def _fill(template: str, context: Mapping[str, Any]) -> str:
