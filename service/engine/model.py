@@ -35,7 +35,7 @@ from service.engine.observations import (
 from service.engine.roofline import math_mode
 from service.engine.step_model import FitRow, StepModel
 
-MODEL_VERSION = "8"
+MODEL_VERSION = "9"
 COVERAGE = 0.8  # the interval's nominal coverage
 GENERAL = "general"  # the interval key of models the benchmarks did not measure
 

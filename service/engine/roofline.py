@@ -231,6 +231,19 @@ class ResourceTimes:
     def total_s(self) -> float:
         return self.tensor_s + self.cuda_core_s + self.vector_s + self.memory_s
 
+    @property
+    def roofline_s(self) -> float:
+        """The least time the work can take: all its arithmetic at peak, or all its bytes
+        at the usable bandwidth, whichever is longer (no kernel beats either)."""
+        return max(self.tensor_s + self.cuda_core_s + self.vector_s, self.memory_s)
+
+    def at_least(self, floor_s: float) -> ResourceTimes:
+        """These times, raised in proportion where their sum is under ``floor_s``."""
+        total = self.total_s
+        if total <= 0 or total >= floor_s:
+            return self
+        return self.scaled(floor_s / total)
+
     def scaled(self, factor: float) -> ResourceTimes:
         return ResourceTimes(
             self.tensor_s * factor,

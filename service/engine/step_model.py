@@ -238,10 +238,12 @@ class StepModel:
         fit = self.workloads.get(workload) if workload else None
         coefficients = fit.coefficients if fit else self.general
         factor = self.class_factor(gpu)
-        optimizer = coefficients.weigh(
-            resource_times(profile.mix, mode, bandwidth, ["optimizer"]), mode
-        ).scaled(factor)
-        weighed = coefficients.weigh(ideal, mode).scaled(factor)
+        step = resource_times(profile.mix, mode, bandwidth, ["optimizer"])
+        optimizer = coefficients.weigh(step, mode).scaled(factor).at_least(step.roofline_s)
+        # the learned weights are an average over the benchmarks: where they would put a
+        # step under its roofline (GEMM-heavy LLM steps, a small weight on tensor time),
+        # the roofline holds
+        weighed = coefficients.weigh(ideal, mode).scaled(factor).at_least(ideal.roofline_s)
         launches = profile.mix.phase_launches(phases) * self.launch_s
         feed = 0.0
         if fit is not None and phases is None:
@@ -276,7 +278,8 @@ class StepModel:
         fit = self.workloads.get(workload) if workload else None
         coefficients = fit.coefficients if fit else self.general
         times = resource_times(profile.mix, mode, bandwidth, phases)
-        return coefficients.weigh(times, mode).total_s * self.class_factor(gpu)
+        weighed = coefficients.weigh(times, mode).scaled(self.class_factor(gpu))
+        return weighed.at_least(times.roofline_s).total_s
 
     def general_host(self, suite: str) -> float:
         for other in _nearest_suites(suite):

@@ -10,7 +10,7 @@ import pytest
 from knowledge import Knowledge
 from profiles.profile import Memory
 from service.engine import step_model
-from service.engine.roofline import OpMix, math_mode
+from service.engine.roofline import OpMix, math_mode, resource_times
 from service.engine.step_model import FitRow
 from service.engine.step_profile import StepProfile
 
@@ -151,3 +151,23 @@ def test_a_part_the_rows_cannot_tell_takes_its_default() -> None:
     assert x[0] + x[1] == pytest.approx(2.0, rel=0.01)
     plain = step_model._robust_nnls(columns, measured)
     assert plain[1] != pytest.approx(1.7, rel=0.05)  # without the default, another split
+
+
+def test_no_weighing_puts_a_step_under_its_roofline(knowledge: Knowledge) -> None:
+    """Weights learned as an average can be below 1 on tensor time (a small weight there,
+    a large one on bytes): a GEMM-heavy step must still take at least its FLOPs at peak."""
+    light = step_model.Coefficients(0.1, 0.1, 0.1, 0.1, 0.1)
+    model = step_model.StepModel(None, 0.0, light, {})
+    gpu = knowledge.gpus["a100-sxm4-80gb"]
+    mode = math_mode(gpu, "fp16")
+    p = _profile(64.0)
+    for phases in (["forward"], ["backward"], ["forward", "backward"]):
+        ideal = resource_times(p.mix, mode, model.bandwidth(gpu), phases)
+        assert ideal.roofline_s > ideal.total_s * 0.1  # the weights alone would go under
+        assert model.phase_gpu_s(p, gpu, mode, None, phases) == pytest.approx(ideal.roofline_s)
+    parts = model.parts(p, gpu, mode, None)
+    whole = resource_times(p.mix, mode, model.bandwidth(gpu), None)
+    assert parts.gpu.total_s == pytest.approx(whole.roofline_s)
+    # weights above the roofline are left alone
+    heavy = step_model.StepModel(None, 0.0, step_model.Coefficients(2, 2, 2, 2, 2), {})
+    assert heavy.parts(p, gpu, mode, None).gpu.total_s == pytest.approx(2 * whole.total_s)

@@ -57,6 +57,11 @@ def test_llama_70b_full_fine_tuning_is_planned_on_the_fewest_80gb_gpus(
     ranked = [x["samples_per_s"] for x in plan["layouts"] if x["fits"]]
     assert ranked == sorted(ranked, reverse=True)
     assert all(x["gpus"] == 16 for x in plan["layouts"])
+    # no layout's step beats its FLOPs at the tensor peak (A100: the learned weights alone
+    # once put 70B at 8k tokens at an MFU of 1.07)
+    a100 = post(client, "/v1/plans", {**LLAMA_70B_TRAINING, "gpu": "a100-sxm4-80gb"})
+    assert all(0 < x["mfu"] <= 1 for x in a100["layouts"])
+    assert all(0 < x["mfu"] <= 1 for x in a100["fastest_by_count"] if x["fits"])
 
 
 def test_a_tensor_parallel_degree_that_does_not_divide_the_heads_is_a_422_naming_the_rule(
