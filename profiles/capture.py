@@ -64,8 +64,10 @@ def upload_url() -> str:
 
 
 def upload_command(path: str) -> str:
-    """The shell command that uploads the trace at ``path``."""
-    return f"curl -F {shlex.quote('file=@' + path)} {upload_url()}"
+    """The shell command that uploads the trace at ``path`` (with a write key, which the
+    upload needs: ``$RIGHTSIZE_API_KEY`` in the shell that runs it)."""
+    auth = shlex.quote("Authorization: Bearer ") + '"$RIGHTSIZE_API_KEY"'
+    return f"curl -F {shlex.quote('file=@' + path)} {upload_url()} -H {auth}"
 
 
 def _say(message: str) -> None:

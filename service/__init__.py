@@ -7,18 +7,18 @@ app refuses to start on invalid knowledge), the cache (Redis, or in-process), th
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from flask import Flask
+from redis.exceptions import RedisError
 from werkzeug.wrappers import Response
 
 from knowledge import load_knowledge
 from profiles.catalog import Catalog
 from profiles.trace.stream import Limits
-from service import api, errors
+from service import api, errors, jobs, metrics, security
 from service.cache import RedisCache, make_cache
 from service.config import load_settings
 from service.engine.profiling import ProfileService
@@ -32,20 +32,26 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     settings = load_settings(config)
     app = Flask(__name__)
     app.config.update(settings)
-    logging.basicConfig(level=settings["RIGHTSIZE_LOG_LEVEL"])
+    security.configure_logging(settings["RIGHTSIZE_LOG_LEVEL"], settings["RIGHTSIZE_LOG_FORMAT"])
     knowledge = load_knowledge(settings["RIGHTSIZE_KNOWLEDGE_DIR"])
-    cache = make_cache(
+    store = make_cache(
         settings["RIGHTSIZE_REDIS_URL"],
         settings["RIGHTSIZE_KEY_PREFIX"],
         settings["RIGHTSIZE_REDIS_TIMEOUT_S"],
         settings["RIGHTSIZE_MEMORY_CACHE_ITEMS"],
     )
+    redis = store.client if isinstance(store, RedisCache) else None
+    figures = metrics.Metrics()
+    cache = metrics.CountingCache(store, figures)
+    if redis is not None:
+        figures.watch_queue(lambda: _queue_depth(redis))
     catalog = Catalog.load()
     profiles = ProfileService(
         catalog,
         cache,
         settings["RIGHTSIZE_CACHE_TTL_S"],
         settings["RIGHTSIZE_PROFILE_TIME_LIMIT_S"],
+        figures.profile.observe,
     )
     limits = Limits(
         compressed_bytes=settings["RIGHTSIZE_TRACE_MAX_BYTES"],
@@ -56,7 +62,6 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     estimates = EstimateService(
         knowledge, catalog, profiles, traces, Path(settings["RIGHTSIZE_MODEL_DIR"])
     )
-    redis = cache.client if isinstance(cache, RedisCache) else None
     attach(
         app,
         AppState(
@@ -74,6 +79,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     # held to a smaller limit in service.api
     app.config["MAX_CONTENT_LENGTH"] = limits.compressed_bytes + 2**20
     errors.init_app(app)
+    metrics.init_app(app, figures)
+    security.init_app(app, redis.connection_pool if redis is not None else None)
     api.init_app(app)
 
     @app.after_request
@@ -82,3 +89,11 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         return response
 
     return app
+
+
+def _queue_depth(client: Any) -> float:
+    """Jobs waiting (0 while Redis is away: the scrape must not fail)."""
+    try:
+        return float(len(jobs.queue(client)))
+    except RedisError:
+        return 0.0

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from knowledge import Knowledge, KnowledgeInvalid, load_knowledge
+from service.config import load_settings
+from service.keys import ROLES, KeyFile
 
 if TYPE_CHECKING:  # the engine (scikit-learn) is imported by the commands that use it
     from service.engine.model import PerformanceModel
@@ -53,7 +55,7 @@ def serve(host: str, port: int, workers: int | None, threads: int) -> None:
             self.cfg.set("workers", workers)
             self.cfg.set("threads", threads)
             self.cfg.set("worker_class", "gthread")
-            self.cfg.set("accesslog", "-")
+            # the app logs each request itself (JSON, with its request id): no access log
             # each worker builds the performance model in the background as it starts (not
             # the master: a fork after OpenMP has run in the parent can hang the child)
             self.cfg.set("post_worker_init", _warm_model)
@@ -76,7 +78,6 @@ _model_dir_option = click.option(
 def _performance_model(model_dir: Path | None) -> tuple[Knowledge, Path, PerformanceModel]:
     """The knowledge, the model cache directory, and the model built (or reused) there."""
     from profiles.catalog import Catalog
-    from service.config import load_settings
     from service.engine.model import build
 
     directory = model_dir or Path(load_settings()["RIGHTSIZE_MODEL_DIR"])
@@ -139,7 +140,6 @@ def worker() -> None:
     """Run a background worker for large trace uploads (needs RIGHTSIZE_REDIS_URL)."""
     from service import jobs
     from service.cache import redis_client
-    from service.config import load_settings
 
     url = load_settings()["RIGHTSIZE_REDIS_URL"]
     if url is None:
@@ -494,3 +494,41 @@ def validate(as_json: bool, model_dir: Path | None) -> None:
         value = target["value"]
         shown = "-" if value is None else f"{value:.4g}"
         click.echo(f"  target {name} {target['target']}: {shown}, {verdict}")
+
+
+@main.group()
+def keys() -> None:
+    """Create, list and revoke API keys (kept hashed in RIGHTSIZE_KEYS_FILE)."""
+
+
+def _key_file() -> KeyFile:
+    return KeyFile(load_settings()["RIGHTSIZE_KEYS_FILE"])
+
+
+@keys.command("create")
+@click.option("--name", required=True, help="who or what holds the key (e.g. ci, procurement-bot)")
+@click.option("--role", type=click.Choice(ROLES), default="read", show_default=True)
+def keys_create(name: str, role: str) -> None:
+    """Create a key and print it once (only its hash is kept)."""
+    try:
+        token, record = _key_file().create(name, role)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    click.echo(f"key {record.key_id} ({record.role}) for {record.name}; shown once, keep it:")
+    click.echo(token)
+
+
+@keys.command("list")
+def keys_list() -> None:
+    """The keys: id, role, name and when each was made (never the key itself)."""
+    for record in _key_file().all():
+        click.echo(f"{record.key_id}  {record.role:<5}  {record.created_at}  {record.name}")
+
+
+@keys.command("revoke")
+@click.argument("key_id")
+def keys_revoke(key_id: str) -> None:
+    """Revoke the key KEY_ID (the service refuses it at once, no restart)."""
+    if not _key_file().revoke(key_id):
+        raise click.ClickException(f"no key {key_id!r} (see: rightsize keys list)")
+    click.echo(f"revoked {key_id}")

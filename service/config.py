@@ -17,6 +17,11 @@
 | ``RIGHTSIZE_RECOMMENDATION_TTL_S`` | ``7776000`` | recommendations stay citable (90 days) |
 | ``RIGHTSIZE_MODEL_DIR`` | ``~/.cache/rightsize`` | performance model cache (JSON only) |
 | ``RIGHTSIZE_LOG_LEVEL`` | ``INFO`` | |
+| ``RIGHTSIZE_LOG_FORMAT`` | ``json`` | ``json`` (a line each, with request id) or ``text`` |
+| ``RIGHTSIZE_KEYS_FILE`` | ``$XDG_DATA_HOME/rightsize/keys.json`` | API keys, hashed |
+| ``RIGHTSIZE_REQUIRE_READ_KEY`` | ``false`` | reads need a key too (writes always do) |
+| ``RIGHTSIZE_RATE_LIMIT`` | ``600 per minute`` | per API key, else per client address |
+| ``RIGHTSIZE_CORS_ORIGINS`` | unset | browser origins allowed (comma-separated) |
 """
 
 from __future__ import annotations
@@ -65,6 +70,45 @@ def _redis_url(text: str) -> str | None:
     return text
 
 
+def default_data_dir() -> Path:
+    """``$XDG_DATA_HOME/rightsize``, else ``~/.local/share/rightsize``."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "rightsize"
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("must be true or false")
+
+
+def _rate(text: str) -> str:
+    from limits import parse_many
+
+    try:
+        parse_many(text)
+    except ValueError:
+        raise ValueError("must be a rate such as '600 per minute' or '10/second'") from None
+    return text
+
+
+def _origins(text: str) -> tuple[str, ...]:
+    found = tuple(o.strip() for o in text.split(",") if o.strip())
+    for origin in found:
+        if origin != "*" and not origin.startswith(("http://", "https://")):
+            raise ValueError(f"origin {origin!r} must start with http:// or https://, or be *")
+    return found
+
+
+def _log_format(text: str) -> str:
+    if text not in ("json", "text"):
+        raise ValueError("must be json or text")
+    return text
+
+
 def _level(text: str) -> str:
     level = text.upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
@@ -89,6 +133,11 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any]] = {
     "RECOMMENDATION_TTL_S": (_positive_int, 90 * 86400),
     "MODEL_DIR": (str, str(default_cache_dir())),
     "LOG_LEVEL": (_level, "INFO"),
+    "LOG_FORMAT": (_log_format, "json"),
+    "KEYS_FILE": (str, str(default_data_dir() / "keys.json")),
+    "REQUIRE_READ_KEY": (_bool, False),
+    "RATE_LIMIT": (_rate, "600 per minute"),
+    "CORS_ORIGINS": (_origins, ()),
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,9 +16,20 @@ from flask.testing import FlaskClient
 from knowledge import Knowledge, load_knowledge
 from knowledge.derive import default_shared_root
 from service import create_app
+from service.keys import KeyFile
 
 REDIS_URL = os.environ.get("RIGHTSIZE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 SHARED_DATA = default_shared_root()
+# every app the tests make keeps its API keys here, never in the user's own keys file
+KEYS_FILE = Path(tempfile.mkdtemp(prefix="rightsize-test-keys-")) / "keys.json"
+os.environ["RIGHTSIZE_KEYS_FILE"] = str(KEYS_FILE)
+WRITE_KEY, _ = KeyFile(KEYS_FILE).create("tests", "write")
+
+
+def with_key(client: FlaskClient, token: str = WRITE_KEY) -> FlaskClient:
+    """``client`` sending ``token`` (by default a write key) with every request."""
+    client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {token}"
+    return client
 
 
 @pytest.fixture(scope="session")
@@ -32,6 +44,13 @@ def app() -> Flask:
 
 @pytest.fixture
 def client(app: Flask) -> FlaskClient:
+    """A client with a write key (the uploads need one; reads ignore it)."""
+    return with_key(app.test_client())
+
+
+@pytest.fixture
+def anonymous(app: Flask) -> FlaskClient:
+    """A client without a key."""
     return app.test_client()
 
 

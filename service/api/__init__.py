@@ -25,6 +25,7 @@ from service.api import (
 )
 from service.api.base import Api
 from service.errors import PayloadTooLarge
+from service.security import BEARER
 
 BLUEPRINTS = (
     health.blp,
@@ -85,6 +86,10 @@ def init_app(app: Flask) -> Api:
     )
     app.before_request(_limit_json_bodies)
     api = Api(app)
+    api.spec.components.security_scheme(
+        BEARER,
+        {"type": "http", "scheme": "bearer", "description": "an API key: rightsize keys create"},
+    )
     for blueprint in BLUEPRINTS:
         api.register_blueprint(blueprint)
     app.register_blueprint(_docs_assets())

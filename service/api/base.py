@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import http
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import flask_smorest
 from flask_smorest.spec import prepare_response
@@ -12,6 +13,9 @@ from webargs.flaskparser import FlaskParser
 from werkzeug.exceptions import HTTPException
 
 from service.errors import PROBLEM_MIME, from_http_exception
+from service.security import BEARER, requires
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class FieldErrorSchema(Schema):
@@ -61,3 +65,14 @@ class Blueprint(flask_smorest.Blueprint):
     def problem(self, status: int) -> Any:
         """Document an error response of this status (problem+json)."""
         return self.alt_response(status, schema=ProblemSchema, content_type=PROBLEM_MIME)
+
+    def needs_key(self, role: str) -> Callable[[F], F]:
+        """Mark a view method as needing an API key of ``role``, documented as such (the
+        bearer scheme, 401 without a good key, 403 without the role)."""
+
+        def mark(method: F) -> F:
+            documented = self.doc(security=[{BEARER: []}])(method)
+            documented = self.problem(401)(self.problem(403)(documented))
+            return requires(role)(documented)
+
+        return mark

@@ -141,6 +141,7 @@ def format_problem(error: TraceFormatError) -> ApiError:
 
 @blp.route("")
 class Traces(MethodView):
+    @blp.needs_key("write")
     @blp.arguments(TraceQuerySchema, location="query")
     @blp.doc(requestBody=UPLOAD_DOC)
     @blp.response(201, TraceSchema)

@@ -8,6 +8,8 @@ model given as a family) share one entry.
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +28,7 @@ class ProfileService:
     cache: KeyValueStore
     ttl_s: int
     time_limit_s: float
+    observe: Callable[[float], None] | None = None  # seconds each counted profile took
 
     def resolve(self, model: Any) -> ResolvedModel:
         return resolve(model, self.catalog)
@@ -37,7 +40,10 @@ class ProfileService:
         hit = self.cache.get(key)
         if hit is not None:
             return json.loads(hit), True
+        started = time.perf_counter()
         result = profile(resolved, workload, self.time_limit_s).to_dict()
+        if self.observe is not None:
+            self.observe(time.perf_counter() - started)
         self.cache.set(key, json.dumps(result).encode(), self.ttl_s)
         return result, False
 

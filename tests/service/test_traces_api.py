@@ -9,6 +9,7 @@ import redis
 from flask.testing import FlaskClient
 
 from service import create_app, jobs
+from tests.conftest import with_key
 from tests.profiles.trace_factory import known_steps
 from tests.service.helpers import fields_in, problem
 
@@ -106,7 +107,7 @@ class TestBadUploads:
         assert fields_in(problem(response, 422)) == {"file"}
 
     def test_oversized_upload_is_413_before_reading(self) -> None:
-        client = create_app({"TRACE_MAX_BYTES": 1000}).test_client()
+        client = with_key(create_app({"TRACE_MAX_BYTES": 1000}).test_client())
         problem(_upload(client, known_steps(40).gzipped(), multipart=False), 413)
 
     def test_gzip_bomb_is_413_and_the_worker_lives_on(self, client: FlaskClient) -> None:
@@ -131,7 +132,7 @@ class TestBackgroundJobs:
         app = create_app(
             {"REDIS_URL": redis_url, "KEY_PREFIX": redis_prefix, "TRACE_ASYNC_BYTES": 100}
         )
-        client = app.test_client()
+        client = with_key(app.test_client())
         accepted = _upload(client, known_steps(4).gzipped(), multipart=False)
         assert accepted.status_code == 202, accepted.get_data(as_text=True)
         job_url = accepted.get_json()["job_url"]
@@ -148,7 +149,7 @@ class TestBackgroundJobs:
         app = create_app(
             {"REDIS_URL": redis_url, "KEY_PREFIX": redis_prefix, "TRACE_ASYNC_BYTES": 10}
         )
-        client = app.test_client()
+        client = with_key(app.test_client())
         job_url = _upload(client, b"garbage" * 20, multipart=False).get_json()["job_url"]
         connection = redis.Redis.from_url(redis_url)
         jobs.worker(connection, simple=True).work(burst=True)
