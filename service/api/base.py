@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http
+import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -10,7 +11,7 @@ import flask_smorest
 from flask_smorest.spec import prepare_response
 from marshmallow import RAISE, Schema, fields
 from webargs.flaskparser import FlaskParser
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import BadRequest, HTTPException
 
 from service.errors import PROBLEM_MIME, from_http_exception
 from service.security import BEARER, requires
@@ -57,10 +58,23 @@ class Api(flask_smorest.Api):
         self.spec.components.response("DEFAULT_ERROR", default, lazy=True)
 
 
+class Parser(FlaskParser):
+    """webargs's parser, with a body that decodes but cannot be read (an integer of more
+    than 4,300 digits: Python refuses to convert it) a 400 like any other bad JSON."""
+
+    def _raw_load_json(self, req: Any) -> Any:
+        try:
+            return super()._raw_load_json(req)
+        except json.JSONDecodeError:
+            raise
+        except ValueError as exc:
+            raise BadRequest(f"the request body is not usable JSON: {exc}") from None
+
+
 class Blueprint(flask_smorest.Blueprint):
     """Blueprint whose argument schemas reject unknown fields in every location."""
 
-    ARGUMENTS_PARSER = FlaskParser(unknown=RAISE)
+    ARGUMENTS_PARSER = Parser(unknown=RAISE)
 
     def problem(self, status: int) -> Any:
         """Document an error response of this status (problem+json)."""
