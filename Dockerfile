@@ -19,8 +19,9 @@ RUN pip install . && useradd --system --uid 10001 --home /app rightsize
 
 # the performance model's cache (operator mixes, interval quantiles: JSON), built here so
 # that the container's first estimate does not wait about a minute for it
-ENV RIGHTSIZE_MODEL_DIR=/app/models
-RUN mkdir -p /app/models && chown rightsize /app/models
+ENV RIGHTSIZE_MODEL_DIR=/app/models \
+    RIGHTSIZE_KEYS_FILE=/data/keys.json
+RUN mkdir -p /app/models /data && chown rightsize /app/models /data
 USER rightsize
 RUN rightsize train
 EXPOSE 8000
@@ -29,5 +30,6 @@ HEALTHCHECK --interval=30s --timeout=3s --start-period=20s --retries=3 \
     CMD python -c "import urllib.request,sys; sys.exit(urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=2).status != 200)"
 
 # Set RIGHTSIZE_REDIS_URL to use Redis (then 2 worker processes share it); without it the
-# service runs one process on its in-process cache.
+# service runs one process on its in-process cache. gunicorn's settings:
+# service/gunicorn_conf.py (compose.yaml adds Redis and an rq worker).
 CMD ["rightsize", "serve", "--host", "0.0.0.0", "--port", "8000"]

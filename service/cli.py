@@ -37,7 +37,7 @@ def main() -> None:
 @click.option("--threads", default=4, show_default=True, type=int)
 def serve(host: str, port: int, workers: int | None, threads: int) -> None:
     """Serve the API with gunicorn (Redis if RIGHTSIZE_REDIS_URL is set, else in-process)."""
-    from gunicorn.app.base import BaseApplication
+    from gunicorn.app.base import Application
 
     from service import create_app
 
@@ -49,16 +49,13 @@ def serve(host: str, port: int, workers: int | None, threads: int) -> None:
     if workers is None:
         workers = 2 if app.config["RIGHTSIZE_REDIS_URL"] else 1
 
-    class _Server(BaseApplication):
+    class _Server(Application):
         def load_config(self) -> None:
+            # service/gunicorn_conf.py: timeouts, recycling, limits, the model warm-up
+            self.load_config_from_module_name_or_filename("python:service.gunicorn_conf")
             self.cfg.set("bind", f"{host}:{port}")
             self.cfg.set("workers", workers)
             self.cfg.set("threads", threads)
-            self.cfg.set("worker_class", "gthread")
-            # the app logs each request itself (JSON, with its request id): no access log
-            # each worker builds the performance model in the background as it starts (not
-            # the master: a fork after OpenMP has run in the parent can hang the child)
-            self.cfg.set("post_worker_init", _warm_model)
 
         def load(self) -> Any:
             return app
@@ -83,13 +80,6 @@ def _performance_model(model_dir: Path | None) -> tuple[Knowledge, Path, Perform
     directory = model_dir or Path(load_settings()["RIGHTSIZE_MODEL_DIR"])
     kb = load_knowledge()
     return kb, directory, build(kb, Catalog.load(), directory)
-
-
-def _warm_model(worker: Any) -> None:
-    from service.state import state
-
-    with worker.wsgi.app_context():
-        state().estimates.warm()
 
 
 @main.command()

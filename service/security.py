@@ -144,6 +144,8 @@ def _finish(response: Response) -> Response:
     response.headers.setdefault("Content-Security-Policy", PAGE_POLICY if html else API_POLICY)
     if response.status_code == 401:
         response.headers["WWW-Authenticate"] = 'Bearer realm="rightsize"'
+    if response.status_code not in (429, 503):  # the limiter adds it to every answer
+        response.headers.pop("Retry-After", None)
     started = g.get("started")
     key = g.get("api_key")
     log.info(

@@ -1,0 +1,45 @@
+"""gunicorn settings for the service: ``gunicorn -c python:service.gunicorn_conf
+'service:create_app()'`` (``rightsize serve`` reads the same file, then applies its own
+``--host``, ``--port``, ``--workers`` and ``--threads``).
+
+Environment: ``WEB_CONCURRENCY`` (worker processes; default 2 with Redis, 1 without, since
+a second process would not share the in-process cache), ``RIGHTSIZE_THREADS`` (threads a
+worker, default 4), ``RIGHTSIZE_BIND`` (default 0.0.0.0:8000).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+bind = os.environ.get("RIGHTSIZE_BIND", "0.0.0.0:8000")
+workers = int(
+    os.environ.get("WEB_CONCURRENCY") or (2 if os.environ.get("RIGHTSIZE_REDIS_URL") else 1)
+)
+threads = int(os.environ.get("RIGHTSIZE_THREADS", "4"))
+worker_class = "gthread"
+# a profile is stopped after RIGHTSIZE_PROFILE_TIME_LIMIT_S (20 s); the slowest answers
+# (a cold recommendation over every GPU) take under a second: 60 s kills only a stuck worker
+timeout = 60
+graceful_timeout = 30
+keepalive = 5
+# recycle each worker after this many requests (with jitter, not all at once): bounds any
+# slow growth of a long-lived process
+max_requests = 5000
+max_requests_jitter = 500
+# the app logs every request itself, as JSON with its request id
+accesslog = None
+errorlog = "-"
+# refuse absurd request lines and headers before Flask sees them
+limit_request_line = 8190
+limit_request_fields = 100
+limit_request_field_size = 8190
+
+
+def post_worker_init(worker: Any) -> None:
+    """Each worker builds the performance model in the background as it starts (not the
+    master: a fork after OpenMP has run in the parent can hang the child)."""
+    from service.state import state
+
+    with worker.wsgi.app_context():
+        state().estimates.warm()

@@ -1,0 +1,40 @@
+"""The deployment files: gunicorn's settings load, compose runs the service, a worker and
+Redis from one image, with what they share."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import yaml
+from gunicorn.config import Config
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_gunicorn_settings_are_valid_gunicorn_settings() -> None:
+    conf = importlib.import_module("service.gunicorn_conf")
+    config = Config()
+    names = ("workers", "threads", "worker_class", "timeout", "graceful_timeout",
+             "max_requests", "max_requests_jitter", "keepalive", "limit_request_line")  # fmt: skip
+    for name in names:
+        config.set(name, getattr(conf, name))  # gunicorn validates each
+    assert config.worker_class_str == "gthread"
+    assert config.timeout >= 30
+    assert config.max_requests > 0
+    assert callable(conf.post_worker_init)
+
+
+def test_compose_runs_the_service_a_worker_and_redis() -> None:
+    compose = yaml.safe_load((ROOT / "compose.yaml").read_text())
+    services = compose["services"]
+    assert set(services) == {"redis", "api", "worker"}
+    assert "--appendonly" in services["redis"]["command"]
+    assert services["worker"]["command"] == ["rightsize", "worker"]
+    assert services["api"]["image"] == services["worker"]["image"]
+    for name in ("api", "worker"):
+        env = services[name]["environment"]
+        assert env["RIGHTSIZE_REDIS_URL"].startswith("redis://redis:")
+        assert env["RIGHTSIZE_KEYS_FILE"] == "/data/keys.json"  # one keys file, shared
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "RIGHTSIZE_KEYS_FILE=/data/keys.json" in dockerfile
