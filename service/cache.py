@@ -1,8 +1,11 @@
 """Result cache: Redis when ``RIGHTSIZE_REDIS_URL`` is set, an in-process LRU otherwise.
 
 Both store bytes under string keys with a time to live. The Redis cache never raises on
-a lost connection during a request: a cache is an optimisation, so a failed read is a
-miss and a failed write is dropped (and logged); ``/readyz`` reports the outage.
+a lost connection during a request: while Redis is away, entries go to an in-process
+LRU (the fallback) and are read back from it, so a profile or trace stored during an
+outage still resolves on this process, before and after Redis returns; ``set`` says
+which happened (``False``: only this process holds the entry), and ``/readyz`` reports
+the outage as "degraded". Each call tries Redis again: no restart is needed.
 """
 
 from __future__ import annotations
@@ -21,9 +24,17 @@ log = logging.getLogger(__name__)
 class Cache(Protocol):
     backend: str
 
+    @property
+    def reachable(self) -> bool:
+        """False while the shared store is away (what it holds cannot be read now)."""
+        ...
+
     def get(self, key: str) -> bytes | None: ...
 
-    def set(self, key: str, value: bytes, ttl_s: int) -> None: ...
+    def set(self, key: str, value: bytes, ttl_s: int) -> bool:
+        """Store; ``True`` when the entry is shared (Redis) or there is nothing to share
+        with (the embedded default), ``False`` when only this process holds it."""
+        ...
 
     def delete(self, key: str) -> None: ...
 
@@ -34,6 +45,7 @@ class MemoryCache:
     """A thread-safe LRU with per-entry expiry, for running without Redis."""
 
     backend = "memory"
+    reachable = True
 
     def __init__(self, max_items: int) -> None:
         self._items: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
@@ -52,12 +64,16 @@ class MemoryCache:
             self._items.move_to_end(key)
             return value
 
-    def set(self, key: str, value: bytes, ttl_s: int) -> None:
+    def set(self, key: str, value: bytes, ttl_s: int) -> bool:
         with self._lock:
             self._items[key] = (time.monotonic() + ttl_s, value)
             self._items.move_to_end(key)
             while len(self._items) > self._max:
                 self._items.popitem(last=False)
+        return True
+
+    def __len__(self) -> int:
+        return len(self._items)
 
     def delete(self, key: str) -> None:
         with self._lock:
@@ -68,29 +84,41 @@ class MemoryCache:
 
 
 class RedisCache:
-    """Cache entries in Redis under ``prefix``."""
+    """Cache entries in Redis under ``prefix``; an in-process LRU while Redis is away."""
 
     backend = "redis"
 
-    def __init__(self, client: redis.Redis, prefix: str) -> None:
+    def __init__(self, client: redis.Redis, prefix: str, fallback_items: int = 1024) -> None:
         self.client = client
         self.prefix = prefix
+        self.fallback = MemoryCache(fallback_items)
+        self.reachable = True  # as of the last call
 
     def get(self, key: str) -> bytes | None:
         try:
             value = self.client.get(self.prefix + key)
         except redis.RedisError as exc:
-            log.warning("redis get failed, treating as a miss: %s", exc)
-            return None
-        return value if isinstance(value, bytes) else None
+            log.warning("redis get failed, reading the in-process fallback: %s", exc)
+            self.reachable = False
+            return self.fallback.get(key)
+        self.reachable = True
+        if isinstance(value, bytes):
+            return value
+        return self.fallback.get(key) if len(self.fallback) else None
 
-    def set(self, key: str, value: bytes, ttl_s: int) -> None:
+    def set(self, key: str, value: bytes, ttl_s: int) -> bool:
         try:
             self.client.set(self.prefix + key, value, ex=ttl_s)
         except redis.RedisError as exc:
-            log.warning("redis set failed, result not cached: %s", exc)
+            log.warning("redis set failed, kept in this process only: %s", exc)
+            self.reachable = False
+            self.fallback.set(key, value, ttl_s)
+            return False
+        self.reachable = True
+        return True
 
     def delete(self, key: str) -> None:
+        self.fallback.delete(key)
         try:
             self.client.delete(self.prefix + key)
         except redis.RedisError as exc:
@@ -99,8 +127,16 @@ class RedisCache:
     def health(self) -> dict[str, object]:
         try:
             self.client.ping()
+            self.reachable = True
         except redis.RedisError as exc:
-            return {"backend": self.backend, "ok": False, "fallback": False, "error": str(exc)}
+            self.reachable = False
+            return {
+                "backend": self.backend,
+                "ok": False,
+                "fallback": False,
+                "error": str(exc),
+                "items": len(self.fallback),
+            }
         return {"backend": self.backend, "ok": True, "fallback": False}
 
 
@@ -114,4 +150,4 @@ def redis_client(url: str, timeout_s: float) -> redis.Redis:
 def make_cache(redis_url: str | None, prefix: str, timeout_s: float, max_items: int) -> Cache:
     if redis_url is None:
         return MemoryCache(max_items)
-    return RedisCache(redis_client(redis_url, timeout_s), prefix)
+    return RedisCache(redis_client(redis_url, timeout_s), prefix, max_items)

@@ -11,13 +11,17 @@ import logging
 from typing import Any
 
 from flask import Flask, Response, json
+from redis import RedisError
 from werkzeug.exceptions import HTTPException
 
 from knowledge import KnowledgeError, UnknownId
 from profiles.errors import InvalidDescription, ProfileError, ProfileTooSlow, UnknownModel
 from service.engine import errors as engine
+from service.state import state
 
 PROBLEM_MIME = "application/problem+json"
+# what is kept in the shared store by id: while it is away, "not found" is not known
+STORED = frozenset({"profile", "trace", "recommendation", "job"})
 PROBLEM_BASE = "https://rightsize.readthedocs.io/problems/"
 log = logging.getLogger(__name__)
 
@@ -41,6 +45,7 @@ class NotFound(ApiError):
     def __init__(self, kind: str, value: str, suggestions: list[str]) -> None:
         hint = f"; close matches: {', '.join(suggestions)}" if suggestions else ""
         super().__init__(f"no {kind} '{value}'{hint}", value=value, suggestions=suggestions)
+        self.kind = kind
 
 
 class InvalidInput(ApiError):
@@ -65,7 +70,13 @@ class PayloadTooLarge(ApiError):
 
 
 class Unavailable(ApiError):
+    """Work that cannot be done now (Redis away, the model not built): try again later."""
+
     status, slug, title = 503, "unavailable", "Service Unavailable"
+
+    def __init__(self, detail: str, retry_after_s: int = 10, **extra: Any) -> None:
+        super().__init__(detail, **extra)
+        self.retry_after_s = retry_after_s
 
 
 def problem(status: int, title: str, detail: str, slug: str, **extra: Any) -> Response:
@@ -76,7 +87,15 @@ def problem(status: int, title: str, detail: str, slug: str, **extra: Any) -> Re
 
 
 def from_api_error(error: ApiError) -> Response:
-    return problem(error.status, error.title, error.detail, error.slug, **error.extra)
+    if isinstance(error, NotFound) and error.kind in STORED and not _store_reachable():
+        error = Unavailable(
+            f"{error.kind} '{error.extra['value']}' is not in this process, and the store "
+            "that may hold it (Redis) is unreachable: try again later"
+        )
+    response = problem(error.status, error.title, error.detail, error.slug, **error.extra)
+    if isinstance(error, Unavailable):
+        response.headers["Retry-After"] = str(error.retry_after_s)
+    return response
 
 
 def from_http_exception(error: HTTPException) -> Response:
@@ -130,6 +149,15 @@ def from_engine_error(error: engine.EngineError) -> Response:
     return from_unexpected(error)
 
 
+def from_redis_down(error: RedisError) -> Response:
+    """Work that needs Redis itself (the job queue, job states) while Redis is away; caches
+    never get here (they fall back to this process)."""
+    log.warning("redis unavailable: %s", error)
+    return from_api_error(
+        Unavailable("the job store (Redis) is unreachable; nothing was queued: try again later")
+    )
+
+
 def from_recursion(error: RecursionError) -> Response:
     """A request nested too deeply to parse or validate (e.g. 100,000 nested JSON objects)."""
     return problem(400, "Bad Request", "the request body is nested too deeply", "bad-request")
@@ -163,6 +191,11 @@ def _field_errors(messages: Any) -> list[dict[str, str]]:
     return out
 
 
+def _store_reachable() -> bool:
+    reachable: bool = state().cache.reachable
+    return reachable
+
+
 def _slug(name: str) -> str:
     return name.lower().replace(" ", "-")
 
@@ -175,4 +208,5 @@ def init_app(app: Flask) -> None:
     app.register_error_handler(engine.EngineError, from_engine_error)
     app.register_error_handler(HTTPException, from_http_exception)
     app.register_error_handler(RecursionError, from_recursion)
+    app.register_error_handler(RedisError, from_redis_down)
     app.register_error_handler(Exception, from_unexpected)

@@ -14,6 +14,7 @@ from typing import Any
 
 import redis
 from rq import Queue, SimpleWorker, Worker, get_current_job
+from rq.exceptions import NoSuchJobError
 from rq.job import Job
 from rq.serializers import JSONSerializer
 from rq.worker import BaseWorker
@@ -86,11 +87,13 @@ def parse_trace_job(
 
 def status(client: redis.Redis, job_id: str) -> dict[str, Any] | None:
     """State of a job (None if unknown): queued, started, finished (with the trace id) or
-    failed (with the reason)."""
+    failed (with the reason). A lost connection raises ``redis.RedisError`` (a 503)."""
     try:
         job = Job.fetch(job_id, connection=client, serializer=JSONSerializer)
-    except Exception:  # rq raises NoSuchJobError, or a decode error for a foreign key
-        return None
+    except redis.RedisError:
+        raise
+    except (NoSuchJobError, ValueError, TypeError, KeyError, UnicodeDecodeError):
+        return None  # unknown, or a key that is not an rq job
     state = str(job.get_status(refresh=True))
     out: dict[str, Any] = {"job_id": job_id, "status": state.rsplit(".", maxsplit=1)[-1].lower()}
     if out["status"] == "finished":

@@ -71,14 +71,18 @@ class CountingCache:
         self._metrics.cache.labels(kind, "hit" if found is not None else "miss").inc()
         return found
 
-    def set(self, key: str, value: bytes, ttl_s: int) -> None:
-        self.inner.set(key, value, ttl_s)
+    def set(self, key: str, value: bytes, ttl_s: int) -> bool:
+        return self.inner.set(key, value, ttl_s)
 
     def delete(self, key: str) -> None:
         self.inner.delete(key)
 
     def health(self) -> dict[str, object]:
         return self.inner.health()
+
+    @property
+    def reachable(self) -> bool:
+        return self.inner.reachable
 
 
 def init_app(app: Flask, metrics: Metrics) -> None:

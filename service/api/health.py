@@ -47,7 +47,13 @@ class ModelStatusSchema(Schema):
 
 
 class ReadySchema(Schema):
-    status = fields.String(metadata={"description": "ready or not-ready"})
+    status = fields.String(
+        metadata={
+            "description": "ready; or degraded: Redis is configured but unreachable, and "
+            "every read and computation still answers (caches in this process, queued "
+            "work refused with 503)"
+        }
+    )
     knowledge = fields.Nested(KnowledgeStatusSchema)
     cache = fields.Nested(CacheStatusSchema)
     performance_model = fields.Nested(
@@ -67,9 +73,8 @@ class Health(MethodView):
 @blp.route("/readyz")
 class Ready(MethodView):
     @blp.response(200, ReadySchema)
-    @blp.alt_response(503, schema=ReadySchema, description="Redis is configured but unreachable")
-    def get(self) -> tuple[dict[str, Any], int]:
-        """Readiness: knowledge loaded, and Redis reachable or the in-process fallback in use"""
+    def get(self) -> dict[str, Any]:
+        """Readiness: knowledge loaded; Redis reachable, or degraded (still serving)"""
         app_state = state()
         knowledge = app_state.knowledge
         cache = app_state.cache.health()
@@ -78,9 +83,11 @@ class Ready(MethodView):
         elif cache["ok"]:
             cache["detail"] = "Redis reachable"
         else:
-            cache["detail"] = f"Redis unreachable: {cache.pop('error', '')}"
-        body = {
-            "status": "ready" if cache["ok"] else "not-ready",
+            cache["detail"] = (
+                f"Redis unreachable, caching in this process: {cache.pop('error', '')}"
+            )
+        return {
+            "status": "ready" if cache["ok"] else "degraded",
             "knowledge": {
                 "loaded": True,
                 "version": knowledge.version,
@@ -90,4 +97,3 @@ class Ready(MethodView):
             "cache": cache,
             "performance_model": app_state.estimates.status(),
         }
-        return body, 200 if cache["ok"] else 503

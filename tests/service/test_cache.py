@@ -43,9 +43,12 @@ class TestRedisCache:
         assert cache.get("k") is None
         assert cache.health() == {"backend": "redis", "ok": True, "fallback": False}
 
-    def test_unreachable_redis_is_a_miss_not_an_error(self) -> None:
+    def test_unreachable_redis_falls_back_to_this_process(self) -> None:
         cache = RedisCache(redis_client("redis://127.0.0.1:1/0", timeout_s=0.2), "p:")
-        cache.set("k", b"v", 10)
+        assert cache.get("k") is None
+        assert cache.set("k", b"v", 10) is False  # kept, but only here
+        assert cache.get("k") == b"v"
+        cache.delete("k")
         assert cache.get("k") is None
         health = cache.health()
         assert health["ok"] is False
