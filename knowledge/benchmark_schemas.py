@@ -207,3 +207,29 @@ BENCHMARK_TABLES: dict[str, type[_BenchmarkRowSchema]] = {
     "benchmarks/mlperf_inference.csv": MlperfInferenceRowSchema,
     "benchmarks/llm_ops.csv": LlmOpRowSchema,
 }
+
+
+SUBMITTED_SUITE = "submitted"
+
+
+class SubmittedRowSchema(LambdaRowSchema):
+    """A training-throughput measurement a user submits (``POST /v1/benchmarks``): the
+    columns and checks of Lambda's table, which is what the performance model learns
+    from, with the suite fixed and the columns only Lambda publishes optional."""
+
+    suite = fields.String(load_default=SUBMITTED_SUITE, validate=validate.Equal(SUBMITTED_SUITE))
+    nvlink = fields.Boolean(load_default=None, allow_none=True)
+    batch_size_global = fields.Integer(load_default=None, allow_none=True, validate=_POSITIVE)
+    batch_size_per_gpu = _positive(required=True)
+    throughput_unit = fields.String(load_default="samples/s", validate=validate.Length(1, 40))
+    system = fields.String(load_default="", validate=validate.Length(max=200))
+    watt_total = _positive(load_default=None, allow_none=True)
+    price_usd = _positive(load_default=None, allow_none=True)
+    source = fields.String(
+        required=True,
+        validate=validate.Length(3, 500),
+        metadata={"description": "where the figure comes from: who ran what, with which stack"},
+    )
+    note = fields.String(load_default=None, allow_none=True, validate=validate.Length(max=1000))
+    gpu = fields.String(required=True, validate=validate.Length(1, 100))
+    workload = fields.String(required=True, validate=validate.Length(1, 100))

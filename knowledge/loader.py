@@ -179,7 +179,7 @@ class _Build:
                 try:
                     out.append((label, schema.load(raw)))
                 except ValidationError as exc:
-                    for field_name, message in _flatten(exc.messages):
+                    for field_name, message in flatten_messages(exc.messages):
                         self.fail(name, label, field_name, message)
         except FileFormatError as exc:
             self.fail(name, None, None, str(exc))
@@ -289,16 +289,18 @@ def _label(row: str, raw: Any) -> str:
     return row
 
 
-def _flatten(messages: Any, prefix: str = "") -> list[tuple[str, str]]:
+def flatten_messages(messages: Any, prefix: str = "") -> list[tuple[str, str]]:
     """marshmallow's nested error dict as (field, message) pairs."""
     if isinstance(messages, dict):
         pairs: list[tuple[str, str]] = []
         for key, value in messages.items():
             name = prefix if key == "_schema" else f"{prefix}.{key}" if prefix else str(key)
-            pairs += _flatten(value, name)
+            pairs += flatten_messages(value, name)
         return pairs
     if isinstance(messages, list):
         return [
             (prefix or "(record)", str(m)) for m in messages if not isinstance(m, (dict, list))
-        ] + [p for m in messages if isinstance(m, (dict, list)) for p in _flatten(m, prefix)]
+        ] + [
+            p for m in messages if isinstance(m, (dict, list)) for p in flatten_messages(m, prefix)
+        ]
     return [(prefix or "(record)", str(messages))]

@@ -25,6 +25,7 @@ from service.engine.profiling import ProfileService
 from service.engine.service import EstimateService
 from service.engine.traces import TraceService
 from service.state import AppState, attach
+from service.submissions import Layers, SubmissionStore
 
 
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
@@ -62,6 +63,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     estimates = EstimateService(
         knowledge, catalog, profiles, traces, Path(settings["RIGHTSIZE_MODEL_DIR"])
     )
+    submissions = SubmissionStore(settings["RIGHTSIZE_SUBMISSIONS_FILE"])
     attach(
         app,
         AppState(
@@ -73,6 +75,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
             traces=traces,
             estimates=estimates,
             redis=redis,
+            submissions=submissions,
+            layers=Layers(estimates, submissions),
         ),
     )
     # werkzeug refuses larger bodies with 413 before reading them; JSON endpoints are

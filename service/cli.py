@@ -98,6 +98,34 @@ def train(model_dir: Path | None) -> None:
     )
 
 
+@main.command()
+@_model_dir_option
+@click.option("--validate", "run_validation", is_flag=True, help="validate it too (minutes)")
+def retrain(model_dir: Path | None, run_validation: bool) -> None:
+    """Fit the model on the curated rows and every submitted one (POST /v1/benchmarks);
+    running services switch to it without a restart."""
+    from profiles.catalog import Catalog
+    from service.submissions import SubmissionStore, validate_layer
+    from service.submissions import retrain as run_retrain
+
+    settings = load_settings()
+    directory = model_dir or Path(settings["RIGHTSIZE_MODEL_DIR"])
+    base = load_knowledge(settings["RIGHTSIZE_KNOWLEDGE_DIR"])
+    store = SubmissionStore(settings["RIGHTSIZE_SUBMISSIONS_FILE"])
+    catalog = Catalog.load()
+    result = run_retrain(base, catalog, store, directory)
+    click.echo(
+        f"model on knowledge {result['knowledge_version']}: {result['submitted_rows']} "
+        f"submitted rows with the curated ones ({result['rows_fitted']} single-GPU rows "
+        f"fitted, {result['built_s']:.1f} s); marked in {store.trained_path}"
+    )
+    if run_validation:
+        found = validate_layer(base, catalog, store, directory)
+        for name, value in found["figures"].items():
+            if value is not None:
+                click.echo(f"  {name}: {value:.4g}")
+
+
 @main.command("benchmark-profiles")
 @click.option(
     "--check",
@@ -126,15 +154,16 @@ def benchmark_profiles(check: bool) -> None:
 
 
 @main.command()
-def worker() -> None:
-    """Run a background worker for large trace uploads (needs RIGHTSIZE_REDIS_URL)."""
+@click.option("--burst", is_flag=True, help="stop when the queue is empty")
+def worker(burst: bool) -> None:
+    """Run a background worker: large trace uploads, retraining (needs RIGHTSIZE_REDIS_URL)."""
     from service import jobs
     from service.cache import redis_client
 
     url = load_settings()["RIGHTSIZE_REDIS_URL"]
     if url is None:
         raise click.ClickException("RIGHTSIZE_REDIS_URL is not set: there is no queue to work on")
-    jobs.worker(redis_client(url, timeout_s=30)).work()
+    jobs.worker(redis_client(url, timeout_s=30)).work(burst=burst)
 
 
 @main.command()

@@ -1,8 +1,10 @@
-"""Background trace parsing on Redis with rq (JSON-serialised jobs, no pickles).
+"""Background work on Redis with rq (JSON-serialised jobs, no pickles).
 
-``submit`` stores the upload in Redis and queues ``parse_trace_job``; an rq worker
-(``rightsize worker``) runs it and stores the analysis like a synchronous upload would.
-A failed job keeps the reason in its metadata for ``GET /v1/jobs/{id}``.
+``submit`` stores a large trace upload in Redis and queues ``parse_trace_job``; an rq
+worker (``rightsize worker``) runs it and stores the analysis like a synchronous upload
+would. ``submit_retrain`` queues ``retrain_job``: the model fitted again on the curated
+and submitted benchmark rows (and, if asked, validated). A job reports its progress in
+its metadata, and a failed job the reason, for ``GET /v1/jobs/{id}``.
 """
 
 from __future__ import annotations
@@ -85,6 +87,43 @@ def parse_trace_job(
     return {"trace_id": record["trace_id"]}
 
 
+def submit_retrain(client: redis.Redis, settings: dict[str, Any], validate: bool) -> str:
+    """Queue a retrain (one at a time is enough: a queued one sees every row stored)."""
+    names = ("KNOWLEDGE_DIR", "MODEL_DIR", "SUBMISSIONS_FILE")
+    paths = {n.lower(): settings[f"RIGHTSIZE_{n}"] for n in names}
+    job = queue(client).enqueue(
+        retrain_job, paths, validate, job_timeout=3600, result_ttl=7 * 86400, failure_ttl=86400
+    )
+    return str(job.id)
+
+
+def retrain_job(paths: dict[str, Any], validate: bool) -> dict[str, Any]:
+    """Run in an rq worker: refit on the curated and submitted rows, optionally validate."""
+    from pathlib import Path
+
+    from knowledge import load_knowledge
+    from profiles.catalog import Catalog
+    from service.submissions import SubmissionStore, retrain, validate_layer
+
+    job = get_current_job()
+
+    def progress(step: str) -> None:
+        if job is not None:
+            job.meta["progress"] = step
+            job.save_meta()
+
+    progress("fitting")
+    base = load_knowledge(paths["knowledge_dir"])
+    store = SubmissionStore(paths["submissions_file"])
+    catalog = Catalog.load()
+    result = retrain(base, catalog, store, Path(paths["model_dir"]))
+    if validate:
+        progress("validating")
+        result["validation"] = validate_layer(base, catalog, store, Path(paths["model_dir"]))
+    progress("done")
+    return result
+
+
 def status(client: redis.Redis, job_id: str) -> dict[str, Any] | None:
     """State of a job (None if unknown): queued, started, finished (with the trace id) or
     failed (with the reason). A lost connection raises ``redis.RedisError`` (a 503)."""
@@ -96,10 +135,15 @@ def status(client: redis.Redis, job_id: str) -> dict[str, Any] | None:
         return None  # unknown, or a key that is not an rq job
     state = str(job.get_status(refresh=True))
     out: dict[str, Any] = {"job_id": job_id, "status": state.rsplit(".", maxsplit=1)[-1].lower()}
+    if "progress" in job.meta:
+        out["progress"] = job.meta["progress"]
     if out["status"] == "finished":
         result = job.return_value() or {}
-        out["trace_id"] = result.get("trace_id")
-        out["trace_url"] = f"/v1/traces/{out['trace_id']}"
+        if "trace_id" in result:
+            out["trace_id"] = result["trace_id"]
+            out["trace_url"] = f"/v1/traces/{out['trace_id']}"
+        else:
+            out["result"] = result
     elif out["status"] == "failed":
         out["error"] = job.meta.get("error") or {"kind": "failed", "message": "the job failed"}
     return out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flask import Flask, current_app
 from redis import Redis
@@ -14,6 +14,9 @@ from service.cache import Cache
 from service.engine.profiling import ProfileService
 from service.engine.service import EstimateService
 from service.engine.traces import TraceService
+
+if TYPE_CHECKING:
+    from service.submissions import Layers, SubmissionStore
 
 EXTENSION = "rightsize"
 
@@ -28,10 +31,18 @@ class AppState:
     traces: TraceService
     estimates: EstimateService
     redis: Redis | None  # the job queue's connection, when Redis is configured
+    submissions: SubmissionStore
+    layers: Layers  # the curated model, or the one a retrain fitted with submitted rows
 
 
 def attach(app: Flask, state: AppState) -> None:
     app.extensions[EXTENSION] = state
+
+
+def estimates_for(body: dict[str, Any]) -> EstimateService:
+    """The estimate service a request asked for (``submitted_benchmarks``, default true);
+    the field is taken out of ``body``."""
+    return state().layers.service(bool(body.pop("submitted_benchmarks", True)))
 
 
 def state() -> AppState:

@@ -23,6 +23,8 @@ SHARED_DATA = default_shared_root()
 # every app the tests make keeps its API keys here, never in the user's own keys file
 KEYS_FILE = Path(tempfile.mkdtemp(prefix="rightsize-test-keys-")) / "keys.json"
 os.environ["RIGHTSIZE_KEYS_FILE"] = str(KEYS_FILE)
+# and their submitted benchmark rows here (a test that submits uses its own file)
+os.environ["RIGHTSIZE_SUBMISSIONS_FILE"] = str(KEYS_FILE.with_name("submissions.jsonl"))
 WRITE_KEY, _ = KeyFile(KEYS_FILE).create("tests", "write")
 
 

@@ -1,18 +1,29 @@
-"""``/v1/benchmarks``: the stored measurements the estimates are learned from."""
+"""``/v1/benchmarks``: the stored measurements the estimates are learned from, the
+rows users submit (a separate, labelled layer), and retraining on them."""
 
 from __future__ import annotations
 
+import datetime as dt
+from dataclasses import replace
 from typing import Any
 
+from flask import jsonify
 from flask.views import MethodView
-from marshmallow import fields, validate
+from marshmallow import Schema, ValidationError, fields, pre_load, validate
 
+from knowledge.benchmark_schemas import SubmittedRowSchema
+from knowledge.records import Benchmark
 from knowledge.schemas import BENCHMARK_KINDS
+from service import jobs
 from service.api.base import Blueprint
 from service.api.lookups import gpu_filter, workload_filter
 from service.api.pagination import PageQuerySchema, page_schema, paginate
 from service.api.schemas import BenchmarkSchema
+from service.api.traces import JobAcceptedSchema
+from service.errors import ApiError, InvalidInput, NotFound, Unavailable
+from service.security import caller
 from service.state import state
+from service.submissions import MAX_ROWS, RejectedBatch
 
 blp = Blueprint(
     "benchmarks", __name__, url_prefix="/v1/benchmarks", description="Stored benchmark results"
@@ -28,6 +39,123 @@ class BenchmarkQuerySchema(PageQuerySchema):
     kind = fields.String(validate=validate.OneOf(BENCHMARK_KINDS))
     suite = fields.String(metadata={"description": "e.g. lambda-v1, mlperf-training-v4.0"})
     gpu_count = fields.Integer(validate=validate.Range(min=1))
+    layer = fields.String(
+        load_default="all",
+        validate=validate.OneOf(["all", "curated", "submitted"]),
+        metadata={"description": "curated (knowledge/), submitted (POST /v1/benchmarks), all"},
+    )
+
+
+class SubmittedRowRequestSchema(SubmittedRowSchema):
+    """A row as submitted; ``trace_id`` fills the GPU, batch and throughput from a stored
+    trace of one GPU (its reference GPU, the traced batch over the median step)."""
+
+    trace_id = fields.String(
+        load_only=True,
+        metadata={"description": "a stored trace (POST /v1/traces) to take the row from"},
+    )
+
+
+class _Rows(fields.List):
+    """A list documented as rows of :class:`SubmittedRowRequestSchema` but loaded as sent:
+    the handler checks every row itself (:func:`knowledge.submitted.check_rows`), so that
+    one answer names every fault of every row, the GPU and workload links included."""
+
+    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> Any:
+        if not isinstance(value, list):
+            raise ValidationError("Not a valid list.")
+        return value
+
+
+class BenchmarkBatchSchema(Schema):
+    rows = _Rows(
+        fields.Nested(SubmittedRowRequestSchema),
+        required=True,
+        validate=validate.Length(1, MAX_ROWS),
+        metadata={"description": "training-throughput rows; one row may also be sent alone"},
+    )
+
+    @pre_load
+    def _one_row(self, data: Any, **_: Any) -> Any:
+        if isinstance(data, dict) and "rows" not in data:
+            data = {"rows": [data]}
+        if isinstance(data, dict) and isinstance(data["rows"], list):
+            data = {**data, "rows": [_from_trace(r, i) for i, r in enumerate(data["rows"])]}
+        return data
+
+
+class StoredRowSchema(Schema):
+    id = fields.String()
+    batch_id = fields.String()
+    submitted_by = fields.String(metadata={"description": "id of the API key that sent it"})
+    submitted_at = fields.String()
+    row = fields.Dict()
+
+
+class BatchSchema(Schema):
+    batch_id = fields.String()
+    rows = fields.List(fields.Nested(StoredRowSchema))
+    used = fields.String(
+        metadata={"description": "when the rows reach the estimates: on the next retrain"}
+    )
+
+
+class RetrainRequestSchema(Schema):
+    validate_after = fields.Boolean(
+        load_default=False,
+        metadata={"description": "also run the validation (minutes) on the retrained model"},
+    )
+
+
+class RejectedRows(ApiError):
+    status, slug, title = 422, "invalid-input", "Unprocessable Content"
+
+
+TRACE_PRECISION = {"fp32": "fp32", "tf32": "fp32", "bf16": "fp16", "fp16": "fp16", "fp8": "fp16"}
+
+
+def _from_trace(row: Any, index: int) -> Any:
+    """A row naming ``trace_id``, completed from the stored trace's analysis."""
+    if not isinstance(row, dict) or "trace_id" not in row:
+        return row
+    trace_id = str(row["trace_id"])
+    st = state()
+    record = st.traces.get(trace_id)
+    if record is None:
+        raise NotFound("trace", trace_id, [])
+    field = f"rows.{index}.trace_id"
+    ref = st.traces.reference(record, row.get("gpu"))
+    analysis, options = record["analysis"], record["options"]
+    batch = row.get("batch_size_per_gpu") or options.get("batch_size")
+    step_us = analysis.get("step_time_us")
+    if ref is None or not batch or not step_us:
+        missing = "its GPU (gpu)" if ref is None else "the batch (batch_size_per_gpu)"
+        missing = missing if step_us else "steps (no ProfilerStep spans)"
+        raise InvalidInput(field, f"the trace does not give {missing}", value=trace_id)
+    derived = {
+        "gpu": ref.id,
+        "gpu_count": 1,
+        "batch_size_per_gpu": batch,
+        "throughput": batch * 1e6 / step_us,
+        "throughput_unit": "samples/s",
+        "precision": TRACE_PRECISION.get(options.get("precision") or "", "fp32"),
+        "system": analysis.get("device_name") or ref.name,
+        "source": f"trace {trace_id} (POST /v1/traces)",
+        "as_of": dt.date.today().isoformat(),
+    }
+    return {**derived, **{k: v for k, v in row.items() if k != "trace_id"}}
+
+
+def _rows(layer: str) -> list[Benchmark]:
+    st = state()
+    curated = st.knowledge.benchmarks if layer != "submitted" else []
+    if layer == "curated":
+        return list(curated)
+    submitted = [
+        replace(b, details={**b.details, "submission": ident})
+        for ident, b in st.submissions.benchmarks(st.knowledge)
+    ]
+    return [*curated, *submitted]
 
 
 @blp.route("")
@@ -42,7 +170,7 @@ class Benchmarks(MethodView):
         gpu_id = gpu_filter(knowledge, args["gpu"]) if "gpu" in args else None
         rows = [
             b
-            for b in knowledge.benchmarks
+            for b in _rows(args["layer"])
             if (workloads is None or b.workload in workloads)
             and (gpu_id is None or b.gpu_id == gpu_id)
             and all(
@@ -52,3 +180,75 @@ class Benchmarks(MethodView):
             )
         ]
         return paginate(rows, args, knowledge.version)
+
+    @blp.needs_key("write")
+    @blp.arguments(BenchmarkBatchSchema)
+    @blp.response(201, BatchSchema)
+    @blp.problem(404)
+    @blp.problem(422)
+    def post(self, body: dict[str, Any]) -> Any:
+        """Submit measured training throughputs (one row or a batch): all stored, or none"""
+        st = state()
+        key = caller()
+        try:
+            stored = st.submissions.submit(st.knowledge, body["rows"], key.key_id if key else "-")
+        except RejectedBatch as exc:
+            errors = [
+                {"location": "json", "field": f"rows.{e.index}.{e.field}", "message": e.message}
+                for e in exc.errors
+            ]
+            raise RejectedRows(
+                "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
+                + " (nothing was stored)",
+                errors=errors,
+            ) from None
+        batch = stored[0].batch_id
+        out = {
+            "batch_id": batch,
+            "rows": [s.public() for s in stored],
+            "used": "from the next retrain (POST /v1/benchmarks/retrain or rightsize retrain)",
+        }
+        return out, 201, {"Location": f"/v1/benchmarks/batches/{batch}"}
+
+
+@blp.route("/batches/<string:batch_id>")
+class Batch(MethodView):
+    @blp.response(200, BatchSchema)
+    @blp.problem(404)
+    def get(self, batch_id: str) -> dict[str, Any]:
+        """A submitted batch as stored: its rows, who sent them and when"""
+        stored = [s.public() for s in state().submissions.all() if s.batch_id == batch_id]
+        if not stored:
+            raise NotFound("benchmark batch", batch_id, [])
+        trained = state().submissions.trained() or {}
+        used = set(trained.get("row_ids") or [])
+        fitted = all(s["id"] in used for s in stored)
+        return {
+            "batch_id": batch_id,
+            "rows": stored,
+            "used": f"since the retrain of {trained['trained_at']}"
+            if fitted
+            else "from the next retrain",
+        }
+
+
+@blp.route("/retrain")
+class Retrain(MethodView):
+    @blp.needs_key("admin")
+    @blp.arguments(RetrainRequestSchema)
+    @blp.response(202, JobAcceptedSchema)
+    @blp.problem(503)
+    def post(self, body: dict[str, Any]) -> Any:
+        """Queue a retrain on the curated and submitted rows (a worker runs it)"""
+        st = state()
+        if st.redis is None:
+            raise Unavailable(
+                "retraining runs on the job queue (set RIGHTSIZE_REDIS_URL and run "
+                "'rightsize worker'); without one, run 'rightsize retrain'",
+                retry_after_s=3600,
+            )
+        job_id = jobs.submit_retrain(st.redis, st.settings, body["validate_after"])
+        out = {"job_id": job_id, "job_url": f"/v1/jobs/{job_id}", "status": "queued"}
+        accepted = jsonify(out)
+        accepted.status_code, accepted.headers["Location"] = 202, out["job_url"]
+        return accepted

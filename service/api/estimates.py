@@ -14,7 +14,7 @@ from service.api.plans import LayoutSchema, layout_options
 from service.api.profiles import MODEL_DESCRIPTION, MemorySchema
 from service.engine.plans import layout_estimate
 from service.errors import InvalidInput, NotFound
-from service.state import state
+from service.state import estimates_for, state
 
 blp = Blueprint("estimates", __name__, url_prefix="/v1", description="Performance estimates")
 
@@ -197,14 +197,24 @@ class Estimates(MethodView):
         if planned:
             # the options only the layout model reads: plain data parallel over count
             body.setdefault("layout", {"data_parallel": body.get("count", 1)})
-            return layout_estimate(state().estimates, body)
-        result = state().estimates.request(body).to_dict()
-        result["knowledge_version"] = knowledge.version
+            return layout_estimate(estimates_for(body), body)
+        service = estimates_for(body)
+        result = service.request(body).to_dict()
+        result["knowledge_version"] = service.knowledge.version
         return result
 
 
 class ValidationReportSchema(Schema):
     knowledge_version = fields.String(metadata={"description": "the knowledge it was made on"})
+    submitted_rows = fields.Integer(
+        metadata={"description": "user-submitted benchmark rows the validated model fitted"}
+    )
+    submitted_rows_in_use = fields.Integer(
+        metadata={
+            "description": "submitted rows the estimates use now (the last retrain's; 0: "
+            "the curated rows only)"
+        }
+    )
     made_at = fields.String()
     model = fields.Dict(metadata={"description": "the fitted step model's parameters"})
     single_gpu = fields.Dict(
@@ -238,7 +248,12 @@ class Validation(MethodView):
     @blp.problem(404)
     def get(self) -> dict[str, Any]:
         """The last validation report (held-out GPUs, forward in time, architectures, memory)"""
-        report = state().estimates.report()
+        report = estimates_for({}).report()
         if report is None:
             raise NotFound("validation report", "(none yet: run `rightsize validate`)", [])
-        return report
+        marker = state().layers.marker()
+        return {
+            **report,
+            "submitted_rows": report.get("submitted_rows", 0),
+            "submitted_rows_in_use": marker["submitted_rows"] if marker else 0,
+        }

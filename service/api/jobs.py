@@ -1,4 +1,4 @@
-"""``/v1/jobs``: the state of background work (large trace uploads)."""
+"""``/v1/jobs``: the state of background work (large trace uploads, retraining)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ class JobSchema(Schema):
     trace_id = fields.String()
     trace_url = fields.String()
     error = fields.Dict(metadata={"description": "why the job failed: kind and message"})
+    progress = fields.String(metadata={"description": "the step a running job is at"})
+    result = fields.Dict(metadata={"description": "what a finished retrain produced"})
 
 
 @blp.route("/<string:job_id>")

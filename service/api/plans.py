@@ -14,7 +14,7 @@ from service.api.profiles import MODEL_DESCRIPTION
 from service.engine.layout import CHECKPOINTING, OFFLOAD
 from service.engine.parallel import STACKS, WEIGHT_PRECISIONS
 from service.engine.plans import plan_request
-from service.state import state
+from service.state import estimates_for, state
 
 blp = Blueprint("plans", __name__, url_prefix="/v1", description="Parallel layouts")
 
@@ -72,6 +72,13 @@ def layout_options() -> dict[str, fields.Field]:
             },
         ),
         "gpus_per_node": fields.Integer(load_default=8, validate=validate.Range(1, 16)),
+        "submitted_benchmarks": fields.Boolean(
+            load_default=True,
+            metadata={
+                "description": "use the model fitted with user-submitted benchmark rows "
+                "(POST /v1/benchmarks, as of the last retrain); false: the curated rows only"
+            },
+        ),
         "interconnect": fields.Nested(InterconnectChoiceSchema),
         "weight_precision": fields.String(
             validate=validate.OneOf(WEIGHT_PRECISIONS),
@@ -172,4 +179,4 @@ class Plans(MethodView):
         """Rank every valid parallel layout of a workload on a GPU type"""
         knowledge = state().knowledge
         gpu_filter(knowledge, body["gpu"], location="json")
-        return plan_request(state().estimates, body)
+        return plan_request(estimates_for(body), body)

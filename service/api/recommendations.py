@@ -21,7 +21,7 @@ from service.engine import cost, rank
 from service.engine.errors import NotFound
 from service.engine.parallel import STACKS
 from service.engine.rules import SYMBOLS, rulebook
-from service.state import state
+from service.state import estimates_for, state
 
 blp = Blueprint(
     "recommendations", __name__, url_prefix="/v1", description="Recommendations and cost"
@@ -96,6 +96,7 @@ class RecommendationRequestSchema(Schema):
     global_batch_size = fields.Integer(validate=validate.Range(1, 10_000_000))
     weight_precision = layout_options()["weight_precision"]
     kv_precision = layout_options()["kv_precision"]
+    submitted_benchmarks = layout_options()["submitted_benchmarks"]
     concurrency = layout_options()["concurrency"]
 
     @validates_schema
@@ -148,14 +149,15 @@ class Recommendations(MethodView):
         """Rank GPUs, counts, layouts and deployments for a workload, with costs and reasons"""
         st = state()
         raw = request.get_json()  # as sent: what the id hashes and the answer cites
-        ident = rank.request_id(raw, f"{st.knowledge.version}:{rulebook().digest}")
+        service = estimates_for(body)
+        ident = rank.request_id(raw, f"{service.knowledge.version}:{rulebook().digest}")
         hit = st.cache.get(PREFIX + ident)
         if hit is not None:
             stored: dict[str, Any] = json.loads(hit)
             return stored
         answer = {
             "id": ident,
-            **rank.recommend(st.estimates, body),
+            **rank.recommend(service, body),
             "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "request": raw,
         }

@@ -148,4 +148,12 @@ class BenchmarkSchema(Schema):
     source = fields.String()
     as_of = fields.Date()
     note = fields.String(allow_none=True)
-    details = fields.Dict(metadata={"description": "columns particular to the kind"})
+    details = fields.Dict(
+        metadata={
+            "description": "columns particular to the kind; submission: the id of a submitted row"
+        }
+    )
+    layer = fields.Function(
+        lambda b: "submitted" if "submission" in b.details else "curated",
+        metadata={"description": "curated (knowledge/) or submitted (POST /v1/benchmarks)"},
+    )

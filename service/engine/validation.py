@@ -27,6 +27,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from knowledge import Knowledge
+from knowledge.submitted import submitted_count
 from profiles.catalog import Catalog
 from service.engine import scaling
 from service.engine.estimate import Estimate, EstimateRequest, estimate_many
@@ -418,6 +419,7 @@ def validate(
     single = summary(logo, worst=10)
     report: dict[str, Any] = {
         "knowledge_version": model.knowledge_version,
+        "submitted_rows": submitted_count(knowledge),  # user rows fitted on (0: curated)
         "made_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "model": model.summary(),
         "single_gpu": {**single, "spearman": rank_agreement(logo)},

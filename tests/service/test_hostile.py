@@ -52,6 +52,17 @@ def test_a_malformed_body_is_a_problem_and_stores_nothing(
     assert _stored(client) == before
 
 
+@pytest.mark.parametrize("case", list(BODIES))
+def test_a_malformed_benchmark_submission_stores_nothing(client: FlaskClient, case: str) -> None:
+    data, content_type, status = BODIES[case]
+    store = client.application.extensions["rightsize"].submissions
+    before = store.path.read_bytes() if store.path.exists() else b""
+    response = client.post("/v1/benchmarks", data=data, content_type=content_type)
+    assert 400 <= response.status_code < 500, (case, response.status_code)
+    problem(response, status or response.status_code)
+    assert (store.path.read_bytes() if store.path.exists() else b"") == before
+
+
 @pytest.mark.parametrize(
     "query",
     [
