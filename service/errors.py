@@ -10,14 +10,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask import Flask, Response, json
+from flask import Flask, Response, current_app, g, json
 from redis import RedisError
 from werkzeug.exceptions import HTTPException
 
 from knowledge import KnowledgeError, UnknownId
 from profiles.errors import InvalidDescription, ProfileError, ProfileTooSlow, UnknownModel
 from service.engine import errors as engine
-from service.state import state
+from service.state import EXTENSION
 
 PROBLEM_MIME = "application/problem+json"
 # what is kept in the shared store by id: while it is away, "not found" is not known
@@ -95,6 +95,7 @@ def from_api_error(error: ApiError) -> Response:
     response = problem(error.status, error.title, error.detail, error.slug, **error.extra)
     if isinstance(error, Unavailable):
         response.headers["Retry-After"] = str(error.retry_after_s)
+        g.retry_after = str(error.retry_after_s)  # the limiter rewrites the header later
     return response
 
 
@@ -192,8 +193,8 @@ def _field_errors(messages: Any) -> list[dict[str, str]]:
 
 
 def _store_reachable() -> bool:
-    reachable: bool = state().cache.reachable
-    return reachable
+    found = current_app.extensions.get(EXTENSION)  # outside the service's app: no store
+    return found is None or bool(found.cache.reachable)
 
 
 def _slug(name: str) -> str:

@@ -144,7 +144,10 @@ def _finish(response: Response) -> Response:
     response.headers.setdefault("Content-Security-Policy", PAGE_POLICY if html else API_POLICY)
     if response.status_code == 401:
         response.headers["WWW-Authenticate"] = 'Bearer realm="rightsize"'
-    if response.status_code not in (429, 503):  # the limiter adds it to every answer
+    # the limiter adds its own Retry-After to every answer: it is right on its 429 only
+    if "retry_after" in g:
+        response.headers["Retry-After"] = g.retry_after
+    elif response.status_code != 429:
         response.headers.pop("Retry-After", None)
     started = g.get("started")
     key = g.get("api_key")

@@ -36,6 +36,10 @@ class ProblemSchema(Schema):
     suggestions = fields.List(
         fields.String(), metadata={"description": "close matches to an unknown name"}
     )
+    value = fields.Raw(metadata={"description": "the value not found or not accepted"})
+    kind = fields.String(
+        metadata={"description": "what is wrong with an uploaded trace (not-a-trace, ...)"}
+    )
 
 
 class Api(flask_smorest.Api):
