@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from flask.views import MethodView
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
 from profiles.workload import WorkloadSchema
+from service.api.answers import answer_version, cached
 from service.api.base import Blueprint
 from service.api.lookups import gpu_filter
 from service.api.plans import LayoutSchema, layout_options
 from service.api.profiles import MODEL_DESCRIPTION, MemorySchema
 from service.engine.plans import layout_estimate
+from service.engine.service import EstimateService
 from service.errors import InvalidInput, NotFound
 from service.state import estimates_for, state
 
@@ -181,27 +184,33 @@ class Estimates(MethodView):
     @blp.problem(404)
     @blp.problem(422)
     @blp.problem(503)
-    def post(self, body: dict[str, Any]) -> dict[str, Any]:
+    def post(self, body: dict[str, Any]) -> Any:
         """Estimate step time, throughput, memory and the bound on a GPU (and n of them)"""
         knowledge = state().knowledge
         gpu_filter(knowledge, body["gpu"], location="json")
-        planned = [k for k in LAYOUT_ONLY if body.get(k) is not None]
-        if body.get("stack") == "optimized":
-            planned.append("stack")
-        if body.get("layout") is not None:
-            planned.insert(0, "layout")
-        if planned and body.get("trace_id"):
-            raise InvalidInput(
-                planned[0], "a trace is projected as traced: give model or profile for this"
-            )
-        if planned:
-            # the options only the layout model reads: plain data parallel over count
-            body.setdefault("layout", {"data_parallel": body.get("count", 1)})
-            return layout_estimate(estimates_for(body), body)
         service = estimates_for(body)
-        result = service.request(body).to_dict()
-        result["knowledge_version"] = service.knowledge.version
-        return result
+        compute = functools.partial(_estimate, service, body)
+        return cached("estimate", answer_version(service), EstimateSchema, compute)
+
+
+def _estimate(service: EstimateService, body: dict[str, Any]) -> dict[str, Any]:
+    """One estimate: the plain model, or a parallel layout's when one is asked for."""
+    planned = [k for k in LAYOUT_ONLY if body.get(k) is not None]
+    if body.get("stack") == "optimized":
+        planned.append("stack")
+    if body.get("layout") is not None:
+        planned.insert(0, "layout")
+    if planned and body.get("trace_id"):
+        raise InvalidInput(
+            planned[0], "a trace is projected as traced: give model or profile for this"
+        )
+    if planned:
+        # the options only the layout model reads: plain data parallel over count
+        body.setdefault("layout", {"data_parallel": body.get("count", 1)})
+        return layout_estimate(service, body)
+    result = service.request(body).to_dict()
+    result["knowledge_version"] = service.knowledge.version
+    return result
 
 
 class ValidationReportSchema(Schema):

@@ -10,6 +10,7 @@ from marshmallow import fields, validate
 
 from knowledge.records import PRECISIONS, Gpu
 from knowledge.schemas import FORM_FACTORS, SEGMENTS, VENDORS
+from service.api.answers import memoised
 from service.api.base import Blueprint
 from service.api.pagination import PageQuerySchema, page_schema, paginate
 from service.api.schemas import GpuDetailSchema, GpuSchema
@@ -64,6 +65,7 @@ def _matches(gpu: Gpu, args: dict[str, Any]) -> bool:
 
 @blp.route("")
 class Gpus(MethodView):
+    @memoised
     @blp.arguments(GpuQuerySchema, location="query")
     @blp.response(200, page_schema(GpuSchema, "GpuPage"))
     @blp.problem(422)
@@ -76,6 +78,7 @@ class Gpus(MethodView):
 
 @blp.route("/<string:gpu_id>")
 class GpuById(MethodView):
+    @memoised
     @blp.response(200, GpuDetailSchema)
     @blp.problem(404)
     def get(self, gpu_id: str) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from flask.views import MethodView
 from marshmallow import fields, validate
 
 from knowledge.schemas import INTERCONNECT_KINDS, SCOPES
+from service.api.answers import memoised
 from service.api.base import Blueprint
 from service.api.pagination import PageQuerySchema, page_schema, paginate
 from service.api.schemas import InterconnectSchema
@@ -27,6 +28,7 @@ class InterconnectQuerySchema(PageQuerySchema):
 
 @blp.route("")
 class Interconnects(MethodView):
+    @memoised
     @blp.arguments(InterconnectQuerySchema, location="query")
     @blp.response(200, page_schema(InterconnectSchema, "InterconnectPage"))
     @blp.problem(422)

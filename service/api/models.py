@@ -7,6 +7,7 @@ from typing import Any
 from flask.views import MethodView
 from marshmallow import Schema, fields
 
+from service.api.answers import memoised
 from service.api.base import Blueprint
 from service.api.pagination import PageQuerySchema, page_schema, paginate
 from service.state import state
@@ -32,6 +33,7 @@ class ModelDetailSchema(ModelSchema):
 
 @blp.route("")
 class Models(MethodView):
+    @memoised
     @blp.arguments(PageQuerySchema, location="query")
     @blp.response(200, page_schema(ModelSchema, "ModelPage"))
     @blp.problem(422)
@@ -43,6 +45,7 @@ class Models(MethodView):
 
 @blp.route("/<string:name>")
 class ModelByName(MethodView):
+    @memoised
     @blp.response(200, ModelDetailSchema)
     @blp.problem(404)
     def get(self, name: str) -> dict[str, Any]:

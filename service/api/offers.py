@@ -8,6 +8,7 @@ from flask.views import MethodView
 from marshmallow import fields, validate
 
 from knowledge.records import Offer
+from service.api.answers import memoised
 from service.api.base import Blueprint
 from service.api.lookups import gpu_filter
 from service.api.pagination import PageQuerySchema, page_schema, paginate
@@ -83,6 +84,7 @@ def _keep(view: dict[str, Any], args: dict[str, Any]) -> bool:
 
 @blp.route("")
 class Offers(MethodView):
+    @memoised
     @blp.arguments(OfferQuerySchema, location="query")
     @blp.response(200, page_schema(OfferSchema, "OfferPage"))
     @blp.problem(422)

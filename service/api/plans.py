@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from flask.views import MethodView
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
 from profiles.workload import WorkloadSchema
+from service.api.answers import answer_version, cached
 from service.api.base import Blueprint
 from service.api.lookups import gpu_filter
 from service.api.profiles import MODEL_DESCRIPTION
@@ -175,8 +177,10 @@ class Plans(MethodView):
     @blp.problem(404)
     @blp.problem(422)
     @blp.problem(503)
-    def post(self, body: dict[str, Any]) -> dict[str, Any]:
+    def post(self, body: dict[str, Any]) -> Any:
         """Rank every valid parallel layout of a workload on a GPU type"""
         knowledge = state().knowledge
         gpu_filter(knowledge, body["gpu"], location="json")
-        return plan_request(estimates_for(body), body)
+        service = estimates_for(body)
+        compute = functools.partial(plan_request, service, body)
+        return cached("plan", answer_version(service), PlanSchema, compute)

@@ -5,15 +5,14 @@ rules behind every reason."""
 from __future__ import annotations
 
 import datetime as dt
-import json
 from typing import Any
 
-from flask import request
+from flask import Response, current_app, request
 from flask.views import MethodView
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
 from profiles.workload import WorkloadSchema
-from service.api.base import Blueprint
+from service.api.base import Blueprint, schema_instance
 from service.api.lookups import gpu_filter
 from service.api.plans import layout_options
 from service.api.profiles import MODEL_DESCRIPTION
@@ -132,12 +131,6 @@ class RecommendationSchema(Schema):
     request = fields.Dict(metadata={"description": "the request as it was answered"})
 
 
-def _store(answer: dict[str, Any]) -> None:
-    st = state()
-    ttl = int(st.settings["RIGHTSIZE_RECOMMENDATION_TTL_S"])
-    st.cache.set(PREFIX + answer["id"], json.dumps(answer).encode(), ttl)
-
-
 @blp.route("/recommendations")
 class Recommendations(MethodView):
     @blp.arguments(RecommendationRequestSchema)
@@ -145,37 +138,36 @@ class Recommendations(MethodView):
     @blp.problem(404)
     @blp.problem(422)
     @blp.problem(503)
-    def post(self, body: dict[str, Any]) -> dict[str, Any]:
+    def post(self, body: dict[str, Any]) -> Response:
         """Rank GPUs, counts, layouts and deployments for a workload, with costs and reasons"""
         st = state()
         raw = request.get_json()  # as sent: what the id hashes and the answer cites
         service = estimates_for(body)
         ident = rank.request_id(raw, f"{service.knowledge.version}:{rulebook().digest}")
         hit = st.cache.get(PREFIX + ident)
-        if hit is not None:
-            stored: dict[str, Any] = json.loads(hit)
-            return stored
+        if hit is not None:  # the answer as first given, sent as stored
+            return Response(hit, mimetype="application/json")
         answer = {
             "id": ident,
             **rank.recommend(service, body),
             "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "request": raw,
         }
-        _store(answer)
-        return answer
+        data = current_app.json.dumps(schema_instance(RecommendationSchema).dump(answer)).encode()
+        st.cache.set(PREFIX + ident, data, int(st.settings["RIGHTSIZE_RECOMMENDATION_TTL_S"]))
+        return Response(data, mimetype="application/json")
 
 
 @blp.route("/recommendations/<string:rec_id>")
 class Recommendation(MethodView):
     @blp.response(200, RecommendationSchema)
     @blp.problem(404)
-    def get(self, rec_id: str) -> dict[str, Any]:
+    def get(self, rec_id: str) -> Response:
         """A recommendation as it was given: inputs, date and answer"""
         hit = state().cache.get(PREFIX + rec_id)
         if hit is None:
             raise NotFound("recommendation", rec_id)
-        stored: dict[str, Any] = json.loads(hit)
-        return stored
+        return Response(hit, mimetype="application/json")
 
 
 class TcoRequestSchema(Schema):

@@ -147,7 +147,6 @@ class TestRateLimits:
             fine = one.get("/v1/gpus?page_size=1")
             assert fine.status_code == 200
             assert "Retry-After" not in fine.headers  # only on a refusal
-            assert int(fine.headers["X-RateLimit-Limit"]) == 3
         response = one.get("/v1/gpus?page_size=1")
         body = problem(response, 429)
         assert int(response.headers["Retry-After"]) > 0

@@ -1,0 +1,289 @@
+"""The running service under load: gunicorn (2 workers), a real Redis, a second process
+driving it over loopback.
+
+It starts a private ``redis-server`` (append-only file) and ``rightsize serve --workers 2``
+on free ports, sends each repeated request once (the warm-up), then drives the service
+from another process for ``--seconds`` at ``--connections`` keep-alive connections with a
+mix of catalog reads, profiles, estimates, plans and recommendations in which
+``--repeat`` of the requests are ones asked before (answered from the caches) and the
+rest are new (another GPU, count, filter or budget: computed). It prints requests/s,
+p50/p95/p99 per endpoint (cached and computed apart) and the errors.
+
+``--outage`` runs the same load a second time while Redis is stopped 10 s into it and
+started again 10 s later, and counts the 5xx (target: none).
+
+Targets on a 2-core machine (issue 13): no errors; p99 of cached recommendations
+<= 50 ms; >= 300 requests/s for the mix.
+
+Run: .venv/bin/python bench/bench_load.py [--seconds 60] [--connections 32] [--outage]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import multiprocessing
+import os
+import random
+import resource
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.service.redis_server import RedisServer, free_port
+
+RIGHTSIZE = str(Path(sys.executable).with_name("rightsize"))
+GPUS = [
+    "h100-sxm-80gb", "a100-sxm4-80gb", "l40s", "rtx-4090", "a10g", "l4", "h200-sxm-141gb",
+    "b200-sxm-180gb", "a40", "rtx-3090", "rtx-a6000", "mi300x",
+]  # fmt: skip
+RESNET = {
+    "model": {"name": "resnet-50"},
+    "workload": {"task": "training", "batch_size": 128, "image_size": 224, "precision": "fp16"},
+}
+BERT = {
+    "model": {"name": "bert-base"},
+    "workload": {"task": "fine-tuning", "batch_size": 32, "seq_len": 384, "precision": "fp16"},
+}
+LLAMA = {
+    "model": {"name": "llama-3-8b"},
+    "workload": {
+        "task": "training",
+        "batch_size": 1,
+        "seq_len": 4096,
+        "precision": "bf16",
+        "dataset_tokens": 1_000_000_000,
+    },
+}
+# share of the mix by endpoint (catalog reads are most of what internal tools ask)
+MIX = {
+    "gpus": 0.20,
+    "gpu": 0.10,
+    "offers": 0.10,
+    "benchmarks": 0.05,
+    "models": 0.10,
+    "profiles": 0.05,
+    "estimates": 0.20,
+    "plans": 0.10,
+    "recommendations": 0.10,
+}
+Request = tuple[str, str, str, bytes | None]  # (endpoint, method, path, body)
+
+
+def _post(endpoint: str, path: str, body: dict[str, Any]) -> Request:
+    return (endpoint, "POST", path, json.dumps(body).encode())
+
+
+def request(endpoint: str, rng: random.Random, new: bool) -> Request:  # noqa: PLR0911
+    """A repeated request (from a small fixed set) or a new one (``rng`` picks what is new)."""
+    pick = rng.randrange(1_000_000) if new else rng.randrange(3)
+    gpu = GPUS[pick % len(GPUS)]
+    if endpoint == "gpus":
+        size = 5 + pick % 45 if new else 50
+        return (endpoint, "GET", f"/v1/gpus?page_size={size}&sort=-memory_gb", None)
+    if endpoint == "gpu":
+        return (endpoint, "GET", f"/v1/gpus/{gpu}", None)
+    if endpoint == "offers":
+        price = f"&max_price_usd_per_hour={1 + pick % 97}" if new else ""
+        return (endpoint, "GET", f"/v1/offers?page_size=20{price}", None)
+    if endpoint == "benchmarks":
+        page = 1 + pick % 20 if new else 1
+        return (endpoint, "GET", f"/v1/benchmarks?gpu={gpu}&page={page}&page_size=20", None)
+    if endpoint == "models":
+        return (endpoint, "GET", "/v1/models?page_size=50", None)
+    model = (RESNET, BERT, LLAMA)[pick % 3]
+    if endpoint == "profiles":
+        # new: a batch size not asked before (the profiler runs on the meta device)
+        batch = 1 + pick % 512 if new else model["workload"]["batch_size"]
+        body = {**model, "workload": {**model["workload"], "batch_size": batch}}
+        return _post(endpoint, "/v1/profiles", body)
+    if endpoint == "estimates":
+        count = 1 + (pick // len(GPUS)) % 8 if new else 1
+        return _post(endpoint, "/v1/estimates", {**model, "gpu": gpu, "count": count})
+    if endpoint == "plans":
+        return _post(endpoint, "/v1/plans", {**LLAMA, "gpu": gpu, "max_count": 16})
+    # recommendations: new = a budget not asked before (every candidate costed again)
+    constraints = {"max_gpus": 16}
+    if new:
+        constraints["budget_monthly_usd"] = 1000 + pick
+    return _post(endpoint, "/v1/recommendations", {**model, "constraints": constraints})
+
+
+def drive(port: int, seconds: float, connections: int, repeat: float, seed: int, out: Any) -> None:
+    """Run in the load process: ``connections`` threads, each a keep-alive connection."""
+    results: list[tuple[float, str, bool, int, float]] = []  # (t, endpoint, new, status, ms)
+    lock = threading.Lock()
+    start = time.monotonic()
+    names, weights = list(MIX), list(MIX.values())
+
+    def one(index: int) -> None:
+        rng = random.Random(seed * 1000 + index)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        mine = []
+        while (now := time.monotonic()) - start < seconds:
+            new = rng.random() >= repeat
+            endpoint, method, path, body = request(rng.choices(names, weights)[0], rng, new)
+            headers = {"Content-Type": "application/json"} if body else {}
+            began = time.perf_counter()
+            try:
+                conn.request(method, path, body=body, headers=headers)
+                response = conn.getresponse()
+                response.read()
+                status = response.status
+            except (OSError, http.client.HTTPException):
+                status = 0  # a dropped connection: counted as an error
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            mine.append((now - start, endpoint, new, status, (time.perf_counter() - began) * 1e3))
+        with lock:
+            results.extend(mine)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(connections)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    out.put((results, usage.ru_utime + usage.ru_stime))
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def report(results: list[tuple[float, str, bool, int, float]], seconds: float) -> dict[str, Any]:
+    by: dict[tuple[str, str], list[float]] = defaultdict(list)
+    statuses: dict[int, int] = defaultdict(int)
+    for _, endpoint, new, status, ms in results:
+        by[(endpoint, "new" if new else "repeated")].append(ms)
+        statuses[status] += 1
+    print(f"{len(results)} requests in {seconds:.0f} s: {len(results) / seconds:.0f} requests/s")
+    print(f"statuses: {dict(sorted(statuses.items()))}")
+    print(f"{'endpoint':<16}{'kind':<10}{'n':>7}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}")
+    for (endpoint, kind), values in sorted(by.items()):
+        p50, p95, p99 = (_percentile(values, q) for q in (0.5, 0.95, 0.99))
+        print(f"{endpoint:<16}{kind:<10}{len(values):>7}{p50:>9.1f}{p95:>9.1f}{p99:>9.1f}")
+    errors = sum(n for s, n in statuses.items() if s == 0 or s >= 400)
+    server_errors = sum(n for s, n in statuses.items() if s == 0 or s >= 500)
+    cached_recs = by.get(("recommendations", "repeated"), [0.0])
+    return {
+        "rps": len(results) / seconds,
+        "errors": errors,
+        "server_errors": server_errors,
+        "cached_recommendations_p99_ms": _percentile(cached_recs, 0.99),
+    }
+
+
+def _get(port: int, path: str) -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    conn.request("GET", path)
+    response = conn.getresponse()
+    response.read()
+    return response.status
+
+
+def _warm(port: int) -> None:
+    """Ask every repeated request once (and wait for the performance model)."""
+    rng = random.Random(0)
+    seen = set()
+    for _ in range(400):
+        _, method, path, body = request(rng.choice(list(MIX)), rng, False)
+        if (path, body) in seen:
+            continue
+        seen.add((path, body))
+        for _ in range(2):  # both workers
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+            conn.request(method, path, body=body, headers={"Content-Type": "application/json"})
+            response = conn.getresponse()
+            response.read()
+            assert response.status < 400, (path, body, response.status)
+
+
+def load(port: int, args: argparse.Namespace, seed: int) -> list[Any]:
+    queue: Any = multiprocessing.get_context("spawn").Queue()
+    process = multiprocessing.get_context("spawn").Process(
+        target=drive, args=(port, args.seconds, args.connections, args.repeat, seed, queue)
+    )
+    process.start()
+    results, client_cpu_s = queue.get()
+    process.join()
+    print(f"(the load process used {client_cpu_s / args.seconds:.2f} CPU cores of the 2)")
+    return list(results)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--repeat", type=float, default=0.8)
+    parser.add_argument("--outage", action="store_true")
+    args = parser.parse_args()
+    redis = RedisServer()
+    redis.start()
+    port = free_port()
+    env = {
+        **os.environ,
+        "RIGHTSIZE_REDIS_URL": redis.url,
+        "RIGHTSIZE_RATE_LIMIT": "1000000 per minute",
+        "RIGHTSIZE_LOG_LEVEL": "WARNING",
+        "RIGHTSIZE_KEY_PREFIX": f"bench-{port}:",
+    }
+    server = subprocess.Popen(
+        [RIGHTSIZE, "serve", "--port", str(port), "--workers", "2"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                if _get(port, "/readyz") == 200:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise SystemExit("the service did not start")
+            time.sleep(0.5)
+        _warm(port)
+        print(
+            f"gunicorn, 2 workers x 4 threads, Redis {redis.url}; {args.connections} "
+            f"connections for {args.seconds:.0f} s, {args.repeat:.0%} repeated requests"
+        )
+        steady = report(load(port, args, 1), args.seconds)
+        print(
+            f"targets: errors {steady['errors']} (0); cached recommendations p99 "
+            f"{steady['cached_recommendations_p99_ms']:.1f} ms (<= 50); "
+            f"{steady['rps']:.0f} requests/s (>= 300)"
+        )
+        if args.outage:
+
+            def outage() -> None:
+                time.sleep(10)
+                redis.stop()
+                print("  redis stopped at 10 s")
+                time.sleep(10)
+                redis.start()
+                print("  redis started at 20 s")
+
+            killer = threading.Thread(target=outage)
+            print("\nthe same load, Redis stopped from 10 s to 20 s:")
+            killer.start()
+            during = report(load(port, args, 2), args.seconds)
+            killer.join()
+            print(f"target: 5xx and dropped connections {during['server_errors']} (0)")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        redis.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""Answers kept as the bytes sent: estimates and plans in the cache, catalog reads in the
+process; the same request again gets the same bytes, anything else computes afresh."""
+
+from __future__ import annotations
+
+from flask.testing import FlaskClient
+
+from service.api.answers import MEMO
+from tests.service.helpers import problem
+
+ESTIMATE = {
+    "model": {"name": "resnet-50"},
+    "workload": {"task": "training", "batch_size": 64, "image_size": 224, "precision": "fp16"},
+    "gpu": "a100-sxm4-80gb",
+}
+
+
+def _keys(client: FlaskClient, kind: str) -> set[str]:
+    cache = client.application.extensions["rightsize"].cache.inner
+    return {k for k in cache._items if k.startswith(kind + ":")}
+
+
+def test_an_estimate_is_computed_once_and_served_as_stored(client: FlaskClient) -> None:
+    first = client.post("/v1/estimates", json=ESTIMATE)
+    assert first.status_code == 200
+    assert len(_keys(client, "estimate")) == 1
+    again = client.post("/v1/estimates", json=dict(reversed(ESTIMATE.items())))  # same JSON
+    assert again.get_data() == first.get_data()
+    assert len(_keys(client, "estimate")) == 1
+    other = client.post("/v1/estimates", json={**ESTIMATE, "gpu": "h100-sxm-80gb"})
+    assert other.get_json()["throughput"] != first.get_json()["throughput"]
+    assert len(_keys(client, "estimate")) == 2
+    # the curated-only model is another answer, kept apart
+    curated = client.post("/v1/estimates", json={**ESTIMATE, "submitted_benchmarks": False})
+    assert curated.status_code == 200
+    assert len(_keys(client, "estimate")) == 3
+
+
+def test_a_refused_request_is_not_kept(client: FlaskClient) -> None:
+    bad = {**ESTIMATE, "workload": {**ESTIMATE["workload"], "precision": "bf16"}}
+    problem(client.post("/v1/estimates", json={**bad, "gpu": "v100-sxm2-16gb"}), 422)
+    assert _keys(client, "estimate") == set()
+
+
+def test_a_plan_is_kept_too(client: FlaskClient) -> None:
+    body = {
+        "model": {"name": "gpt2"},
+        "workload": {"task": "training", "batch_size": 8, "seq_len": 512},
+        "gpu": "a100-sxm4-80gb",
+        "max_count": 4,
+    }
+    first = client.post("/v1/plans", json=body)
+    assert first.status_code == 200, first.get_data(as_text=True)
+    assert client.post("/v1/plans", json=body).get_data() == first.get_data()
+    assert len(_keys(client, "plan")) == 1
+
+
+def test_catalog_reads_are_memoised_by_path_and_query(client: FlaskClient) -> None:
+    first = client.get("/v1/gpus?page_size=7&sort=-memory_gb")
+    memo = client.application.extensions[MEMO]
+    assert "/v1/gpus?page_size=7&sort=-memory_gb" in memo._items
+    again = client.get("/v1/gpus?page_size=7&sort=-memory_gb")
+    assert again.get_data() == first.get_data()
+    assert len(again.get_json()["items"]) == 7
+    assert again.headers["X-Knowledge-Version"] == first.headers["X-Knowledge-Version"]
+    problem(client.get("/v1/gpus/h1000"), 404)
+    assert "/v1/gpus/h1000?" not in memo._items  # only answers that found something
