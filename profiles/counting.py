@@ -225,7 +225,9 @@ class StepCounter(TorchDispatchMode):
         """Remember the current point of the event log (e.g. ``end-of-forward``).
 
         Garbage in reference cycles is collected first, so that what is alive at a mark
-        does not depend on when the cyclic collector last ran.
+        does not depend on when the cyclic collector last ran. Only what was made since the
+        counter started is scanned (the rest is frozen): in a service whose heap holds the
+        knowledge base, a full collection was half the time of a profile.
         """
         gc.collect()
         self.marks[name] = len(self.events)
@@ -233,11 +235,13 @@ class StepCounter(TorchDispatchMode):
     def __enter__(self) -> StepCounter:
         self._gc_was_enabled = gc.isenabled()
         gc.disable()  # collect only at marks: the log must not depend on GC timing
+        gc.freeze()  # and then scan only the objects the step makes
         super().__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
         super().__exit__(*exc)
+        gc.unfreeze()
         if self._gc_was_enabled:
             gc.enable()
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
@@ -245,9 +246,21 @@ def _by_op(measured: Measured, weight_factor: float) -> list[OpCost]:
     ]
 
 
+_COUNTING = threading.Lock()
+
+
 def profile(model: ResolvedModel, workload: Workload, time_limit_s: float = 20.0) -> Profile:
-    """Count one step of ``workload`` on ``model``; raise ProfileTooSlow past the limit."""
+    """Count one step of ``workload`` on ``model``; raise ProfileTooSlow past the limit.
+
+    One profile counts at a time in a process: the counter switches the process's garbage
+    collector off and freezes its heap while it runs, and two at once would only share the
+    interpreter's lock. The time limit starts when this one's turn comes."""
     check_compatible(model, workload)
+    with _COUNTING:
+        return _profile(model, workload, time_limit_s)
+
+
+def _profile(model: ResolvedModel, workload: Workload, time_limit_s: float) -> Profile:
     start = time.monotonic()
     deadline = start + time_limit_s
     try:
