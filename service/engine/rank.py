@@ -16,10 +16,13 @@ Rules with effect ``penalise`` multiply the objective's score by their factor.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -266,6 +269,41 @@ def _described_runs(
                 step = found.step
                 runs.append(Run(gpu, n, found, step.step_s, step.samples_per_s, job))
     return runs
+
+
+RUNS_KEPT = 64  # planned runs kept per process, for requests that differ in constraints
+_runs: OrderedDict[tuple[Any, ...], tuple[list[Run], list[dict[str, Any]]]] = OrderedDict()
+_runs_lock = threading.Lock()
+
+
+def _kept_runs(
+    service: EstimateService, body: Mapping[str, Any],
+    profile: StepProfile, shape: ModelShape | None, gpus: Sequence[Gpu], max_gpus: int,
+    excluded: list[dict[str, Any]],
+) -> list[Run]:  # fmt: skip
+    """:func:`_described_runs`, kept for the same profile, GPUs and layout options: a
+    request that changes only its budget, objective or usage reuses the layout search
+    (two thirds of a recommendation's time)."""
+    if not profile.profile_id:
+        return _described_runs(service, body, profile, shape, gpus, max_gpus, excluded)
+    key = (
+        service.knowledge.version, profile.profile_id, tuple(g.id for g in gpus), max_gpus,
+        body.get("stack") or "pytorch", int(body.get("gpus_per_node") or 8),
+        body.get("global_batch_size"),
+    )  # fmt: skip
+    with _runs_lock:
+        found = _runs.get(key)
+        if found is not None:
+            _runs.move_to_end(key)
+    if found is None:
+        mine: list[dict[str, Any]] = []
+        found = (_described_runs(service, body, profile, shape, gpus, max_gpus, mine), mine)
+        with _runs_lock:
+            _runs[key] = found
+            while len(_runs) > RUNS_KEPT:
+                _runs.popitem(last=False)
+    excluded.extend(copy.deepcopy(found[1]))
+    return list(found[0])
 
 
 def _serving_runs(
@@ -558,7 +596,7 @@ def recommend(service: EstimateService, body: Mapping[str, Any]) -> dict[str, An
         gpus, warnings = _catalog(service, s, book, excluded)
         limit = int(s.constraints.get("max_gpus") or DEFAULT_MAX_GPUS)
         shape = ModelShape.from_profile(raw)
-        planner = _described_runs if profile.trains else _serving_runs
+        planner = _kept_runs if profile.trains else _serving_runs
         runs = planner(service, body, profile, shape, gpus, min(limit, 1024), excluded)
     base = _request_symbols(s)
     candidates: list[Candidate] = []

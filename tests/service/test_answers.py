@@ -65,3 +65,27 @@ def test_catalog_reads_are_memoised_by_path_and_query(client: FlaskClient) -> No
     assert again.headers["X-Knowledge-Version"] == first.headers["X-Knowledge-Version"]
     problem(client.get("/v1/gpus/h1000"), 404)
     assert "/v1/gpus/h1000?" not in memo._items  # only answers that found something
+
+
+def test_recommendations_that_differ_in_constraints_share_the_layout_search(
+    client: FlaskClient,
+) -> None:
+    from service.engine import rank
+
+    rank._runs.clear()
+    body = {
+        "model": {"name": "gpt2"},
+        "workload": {"task": "training", "batch_size": 8, "seq_len": 512},
+        "constraints": {"max_gpus": 4},
+    }
+    free = client.post("/v1/recommendations", json=body).get_json()
+    assert len(rank._runs) == 1
+    tight = {**body, "constraints": {"max_gpus": 4, "budget_monthly_usd": 0.3}}
+    capped = client.post("/v1/recommendations", json=tight)
+    assert capped.status_code == 200, capped.get_data(as_text=True)
+    assert len(rank._runs) == 1  # the same search, ranked under another budget
+    assert capped.get_json()["id"] != free["id"]
+    monthly = [r["cost"]["monthly_usd"] for r in capped.get_json()["recommendations"]]
+    assert monthly
+    assert max(monthly) <= 0.3
+    assert max(r["cost"]["monthly_usd"] for r in free["recommendations"]) > 0.3
