@@ -24,8 +24,10 @@ from service.config import load_settings
 from service.engine.profiling import ProfileService
 from service.engine.service import EstimateService
 from service.engine.traces import TraceService
+from service.layers import Layers
+from service.prices import PriceFile
 from service.state import AppState, attach
-from service.submissions import Layers, SubmissionStore
+from service.submissions import SubmissionStore
 
 
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
@@ -64,6 +66,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         knowledge, catalog, profiles, traces, Path(settings["RIGHTSIZE_MODEL_DIR"])
     )
     submissions = SubmissionStore(settings["RIGHTSIZE_SUBMISSIONS_FILE"])
+    prices = PriceFile(settings["RIGHTSIZE_PRICES_FILE"])
     attach(
         app,
         AppState(
@@ -76,7 +79,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
             estimates=estimates,
             redis=redis,
             submissions=submissions,
-            layers=Layers(estimates, submissions),
+            layers=Layers(estimates, submissions, prices),
+            prices=prices,
         ),
     )
     # werkzeug refuses larger bodies with 413 before reading them; JSON endpoints are

@@ -516,6 +516,34 @@ def validate(as_json: bool, model_dir: Path | None) -> None:
 
 
 @main.group()
+def prices() -> None:
+    """Cloud prices laid over the curated ones (RIGHTSIZE_PRICES_FILE)."""
+
+
+@prices.command("refresh")
+@click.argument("catalog", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+def prices_refresh(catalog: Path) -> None:
+    """Check CATALOG (offer_prices.csv's columns) and make it the price catalog: every row
+    must parse and name a known offer, or nothing changes. Services pick it up by itself."""
+    from service.prices import PriceFile
+    from service.submissions import RejectedBatch
+
+    settings = load_settings()
+    store = PriceFile(settings["RIGHTSIZE_PRICES_FILE"])
+    try:
+        meta = store.refresh(
+            load_knowledge(settings["RIGHTSIZE_KNOWLEDGE_DIR"]),
+            catalog.read_text(encoding="utf-8"),
+            f"cli:{os.environ.get('USER', 'unknown')}",
+        )
+    except RejectedBatch as exc:
+        for e in exc.errors[:20]:
+            click.echo(f"  row {e.index + 1}, {e.field}: {e.message}", err=True)
+        raise click.ClickException(f"{len(exc.errors)} error(s): nothing was changed") from None
+    click.echo(f"{meta['rows']} prices of {meta['offers']} offers now in {store.path}")
+
+
+@main.group()
 def keys() -> None:
     """Create, list and revoke API keys (kept hashed in RIGHTSIZE_KEYS_FILE)."""
 

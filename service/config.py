@@ -20,6 +20,7 @@
 | ``RIGHTSIZE_LOG_FORMAT`` | ``json`` | ``json`` (a line each, with request id) or ``text`` |
 | ``RIGHTSIZE_KEYS_FILE`` | ``$XDG_DATA_HOME/rightsize/keys.json`` | API keys, hashed |
 | ``RIGHTSIZE_SUBMISSIONS_FILE`` | ``$XDG_DATA_HOME/rightsize/submissions.jsonl`` | user rows |
+| ``RIGHTSIZE_PRICES_FILE`` | ``$XDG_DATA_HOME/rightsize/prices.csv`` | refreshed prices |
 | ``RIGHTSIZE_REQUIRE_READ_KEY`` | ``false`` | reads need a key too (writes always do) |
 | ``RIGHTSIZE_RATE_LIMIT`` | ``600 per minute`` | per API key, else per client address |
 | ``RIGHTSIZE_CORS_ORIGINS`` | unset | browser origins allowed (comma-separated) |
@@ -137,6 +138,7 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any]] = {
     "LOG_FORMAT": (_log_format, "json"),
     "KEYS_FILE": (str, str(default_data_dir() / "keys.json")),
     "SUBMISSIONS_FILE": (str, str(default_data_dir() / "submissions.jsonl")),
+    "PRICES_FILE": (str, str(default_data_dir() / "prices.csv")),
     "REQUIRE_READ_KEY": (_bool, False),
     "RATE_LIMIT": (_rate, "600 per minute"),
     "CORS_ORIGINS": (_origins, ()),

@@ -61,8 +61,27 @@ class InvalidInput(ApiError):
         self.value = value
 
 
+class RejectedRows(ApiError):
+    """A batch (benchmark rows, a price catalog) with faults: every one named, by row
+    (``rows.<index>.<field>``), and nothing of the batch kept."""
+
+    status, slug, title = 422, "invalid-input", "Unprocessable Content"
+
+    def __init__(self, faults: list[Any], location: str, outcome: str) -> None:
+        errors = [
+            {"location": location, "field": f"rows.{e.index}.{e.field}", "message": e.message}
+            for e in faults
+        ]
+        shown = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
+        super().__init__(f"{shown} ({outcome})", errors=errors)
+
+
 class TooExpensive(ApiError):
     status, slug, title = 422, "too-expensive", "Unprocessable Content"
+
+
+class UnsupportedType(ApiError):
+    status, slug, title = 415, "unsupported-media-type", "Unsupported Media Type"
 
 
 class PayloadTooLarge(ApiError):

@@ -16,7 +16,9 @@ from service.engine.service import EstimateService
 from service.engine.traces import TraceService
 
 if TYPE_CHECKING:
-    from service.submissions import Layers, SubmissionStore
+    from service.layers import Layers
+    from service.prices import PriceFile
+    from service.submissions import SubmissionStore
 
 EXTENSION = "rightsize"
 
@@ -33,6 +35,7 @@ class AppState:
     redis: Redis | None  # the job queue's connection, when Redis is configured
     submissions: SubmissionStore
     layers: Layers  # the curated model, or the one a retrain fitted with submitted rows
+    prices: PriceFile  # refreshed cloud prices (admin)
 
 
 def attach(app: Flask, state: AppState) -> None:

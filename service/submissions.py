@@ -27,14 +27,13 @@ import secrets
 import tempfile
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from knowledge import Knowledge, records
 from knowledge.submitted import RowError, check_rows, layered
 from profiles.catalog import Catalog
-from service.engine.service import EstimateService
 
 log = logging.getLogger(__name__)
 MAX_ROWS = 1000  # per batch
@@ -181,79 +180,6 @@ class SubmissionStore:
 def _torn(fd: int) -> bool:
     size = os.fstat(fd).st_size
     return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
-
-
-class Layers:
-    """The estimate service a request gets: the curated base, or, once a retrain has
-    marked one, the service fitted with the submitted rows it used. A new marker is
-    picked up when it appears (its model built in a background thread; until it is
-    ready, requests get the model they had)."""
-
-    def __init__(self, base: EstimateService, store: SubmissionStore) -> None:
-        self.base = base
-        self.store = store
-        self._trained: EstimateService | None = None
-        self._marker: dict[str, Any] | None = None
-        self._seen: float | None = None
-        self._lock = threading.Lock()
-        self._loading: threading.Thread | None = None
-
-    def service(self, include_submitted: bool = True) -> EstimateService:
-        if not include_submitted:
-            return self.base
-        self._refresh()
-        return self._trained or self.base
-
-    def marker(self) -> dict[str, Any] | None:
-        """What the trained layer in use was fitted on (None: the curated base only)."""
-        self._refresh()
-        return self._marker if self._trained is not None else None
-
-    def _refresh(self) -> None:
-        try:
-            mtime = self.store.trained_path.stat().st_mtime
-        except FileNotFoundError:
-            return
-        with self._lock:
-            if mtime == self._seen or (self._loading and self._loading.is_alive()):
-                return
-            self._seen = mtime
-            marker = self.store.trained()
-            if marker is None or marker.get("base_version") != self.base.knowledge.version:
-                return  # trained on other curated knowledge: not ours
-            self._loading = threading.Thread(
-                target=self._load, args=(marker,), name="layer-load", daemon=True
-            )
-            self._loading.start()
-
-    def load_now(self) -> None:
-        """Pick up a marker and wait for its model (start-up, tests)."""
-        self._refresh()
-        loading = self._loading
-        if loading is not None:
-            loading.join()
-
-    def _load(self, marker: dict[str, Any]) -> None:
-        wanted = set(marker.get("row_ids") or [])
-        knowledge = layered(
-            self.base.knowledge,
-            [(i, b) for i, b in self.store.benchmarks(self.base.knowledge) if i in wanted],
-        )
-        if knowledge.version != marker.get("knowledge_version"):
-            log.warning(
-                "trained marker %s does not match the stored rows (%s): not used",
-                marker.get("knowledge_version"),
-                knowledge.version,
-            )
-            return
-        service = replace(self.base, knowledge=knowledge)
-        try:
-            service.model()
-        except Exception:
-            log.exception("building the trained layer's model failed; keeping the old one")
-            return
-        self._trained, self._marker = service, marker
-        log.info("using the model trained with %d submitted rows", marker["submitted_rows"])
 
 
 def retrain(

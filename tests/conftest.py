@@ -25,6 +25,7 @@ KEYS_FILE = Path(tempfile.mkdtemp(prefix="rightsize-test-keys-")) / "keys.json"
 os.environ["RIGHTSIZE_KEYS_FILE"] = str(KEYS_FILE)
 # and their submitted benchmark rows here (a test that submits uses its own file)
 os.environ["RIGHTSIZE_SUBMISSIONS_FILE"] = str(KEYS_FILE.with_name("submissions.jsonl"))
+os.environ["RIGHTSIZE_PRICES_FILE"] = str(KEYS_FILE.with_name("prices.csv"))
 WRITE_KEY, _ = KeyFile(KEYS_FILE).create("tests", "write")
 
 

@@ -60,7 +60,8 @@ def memoised(view: F) -> F:
     @functools.wraps(view)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         memo: MemoryCache = current_app.extensions.setdefault(MEMO, MemoryCache(MEMO_ITEMS))
-        key = request.full_path
+        # the version changes with refreshed prices (and a retrain): never an old answer
+        key = f"{state().layers.service().knowledge.version} {request.full_path}"
         hit = memo.get(key)
         if hit is not None:
             return Response(hit, mimetype="application/json")

@@ -20,7 +20,7 @@ from service.api.lookups import gpu_filter, workload_filter
 from service.api.pagination import PageQuerySchema, page_schema, paginate
 from service.api.schemas import BenchmarkSchema
 from service.api.traces import JobAcceptedSchema
-from service.errors import ApiError, InvalidInput, NotFound, Unavailable
+from service.errors import InvalidInput, NotFound, RejectedRows, Unavailable
 from service.security import caller
 from service.state import state
 from service.submissions import MAX_ROWS, RejectedBatch
@@ -107,10 +107,6 @@ class RetrainRequestSchema(Schema):
     )
 
 
-class RejectedRows(ApiError):
-    status, slug, title = 422, "invalid-input", "Unprocessable Content"
-
-
 TRACE_PRECISION = {"fp32": "fp32", "tf32": "fp32", "bf16": "fp16", "fp16": "fp16", "fp8": "fp16"}
 
 
@@ -193,15 +189,7 @@ class Benchmarks(MethodView):
         try:
             stored = st.submissions.submit(st.knowledge, body["rows"], key.key_id if key else "-")
         except RejectedBatch as exc:
-            errors = [
-                {"location": "json", "field": f"rows.{e.index}.{e.field}", "message": e.message}
-                for e in exc.errors
-            ]
-            raise RejectedRows(
-                "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
-                + " (nothing was stored)",
-                errors=errors,
-            ) from None
+            raise RejectedRows(exc.errors, "json", "nothing was stored") from None
         batch = stored[0].batch_id
         out = {
             "batch_id": batch,

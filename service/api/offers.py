@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from flask import request
 from flask.views import MethodView
-from marshmallow import fields, validate
+from marshmallow import Schema, fields, validate
 
 from knowledge.records import Offer
 from service.api.answers import memoised
@@ -14,7 +15,10 @@ from service.api.lookups import gpu_filter
 from service.api.pagination import PageQuerySchema, page_schema, paginate
 from service.api.schemas import OfferSchema
 from service.api.sorting import sort_field, sorted_by
+from service.errors import InvalidInput, RejectedRows, UnsupportedType
+from service.security import caller
 from service.state import state
+from service.submissions import RejectedBatch
 
 blp = Blueprint("offers", __name__, url_prefix="/v1/offers", description="Cloud GPU offers")
 
@@ -90,7 +94,7 @@ class Offers(MethodView):
     @blp.problem(422)
     def get(self, args: dict[str, Any]) -> dict[str, Any]:
         """List cloud offers (cheapest first by default), a page at a time"""
-        knowledge = state().knowledge
+        knowledge = state().layers.service().knowledge  # with refreshed prices
         gpu_id = gpu_filter(knowledge, args["gpu"]) if "gpu" in args else None
         provider = args.get("provider", "").lower() or None
         views = []
@@ -101,3 +105,45 @@ class Offers(MethodView):
             if view is not None and _keep(view, args):
                 views.append(view)
         return paginate(sorted_by(views, args["sort"]), args, knowledge.version)
+
+
+PRICES_DOC = {
+    "description": "a price catalog in offer_prices.csv's columns (provider, instance_type, "
+    "region, on_demand_usd_per_hour, spot_usd_per_hour, reserved_usd_per_hour, "
+    "catalog_date, source); each row replaces the price of its offer in its region",
+    "required": True,
+    "content": {"text/csv": {"schema": {"type": "string"}}},
+}
+
+
+class PriceRefreshSchema(Schema):
+    refreshed_by = fields.String(metadata={"description": "id of the admin key"})
+    refreshed_at = fields.String()
+    rows = fields.Integer()
+    offers = fields.Integer(metadata={"description": "offers whose prices changed"})
+    applies = fields.String()
+
+
+@blp.route("/prices")
+class Prices(MethodView):
+    @blp.needs_key("admin")
+    @blp.doc(requestBody=PRICES_DOC)
+    @blp.response(200, PriceRefreshSchema)
+    @blp.problem(413)
+    @blp.problem(415)
+    @blp.problem(422)
+    def put(self) -> dict[str, Any]:
+        """Refresh cloud prices from a catalog file: all rows checked, all kept or none"""
+        if request.mimetype != "text/csv":
+            raise UnsupportedType("send the catalog as text/csv")
+        try:
+            text = request.get_data(cache=False).decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidInput("(body)", "the catalog is not UTF-8 text", "body") from None
+        st = state()
+        key = caller()
+        try:
+            meta = st.prices.refresh(st.knowledge, text, key.key_id if key else "-")
+        except RejectedBatch as exc:
+            raise RejectedRows(exc.errors, "body", "nothing was changed") from None
+        return {**meta, "applies": "within seconds, in every service sharing the file"}

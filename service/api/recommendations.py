@@ -201,7 +201,7 @@ class Tco(MethodView):
     @blp.problem(422)
     def post(self, body: dict[str, Any]) -> dict[str, Any]:
         """Owning against renting a GPU type at a count and usage, with break-even"""
-        knowledge = state().knowledge
+        knowledge = state().layers.service().knowledge  # with refreshed prices
         gpu_filter(knowledge, body["gpu"], location="json")
         gpu = knowledge.gpu(body["gpu"])
         usage = cost.usage_from(body["usage"], None)

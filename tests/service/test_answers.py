@@ -58,13 +58,13 @@ def test_a_plan_is_kept_too(client: FlaskClient) -> None:
 def test_catalog_reads_are_memoised_by_path_and_query(client: FlaskClient) -> None:
     first = client.get("/v1/gpus?page_size=7&sort=-memory_gb")
     memo = client.application.extensions[MEMO]
-    assert "/v1/gpus?page_size=7&sort=-memory_gb" in memo._items
+    assert any(k.endswith(" /v1/gpus?page_size=7&sort=-memory_gb") for k in memo._items)
     again = client.get("/v1/gpus?page_size=7&sort=-memory_gb")
     assert again.get_data() == first.get_data()
     assert len(again.get_json()["items"]) == 7
     assert again.headers["X-Knowledge-Version"] == first.headers["X-Knowledge-Version"]
     problem(client.get("/v1/gpus/h1000"), 404)
-    assert "/v1/gpus/h1000?" not in memo._items  # only answers that found something
+    assert not any(k.endswith("/v1/gpus/h1000?") for k in memo._items)  # only answers found
 
 
 def test_recommendations_that_differ_in_constraints_share_the_layout_search(
