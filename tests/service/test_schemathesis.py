@@ -3,7 +3,7 @@
 response (status, content type, headers, body) is what the document says.
 
 At most ``CASES_PER_OPERATION`` cases an operation (fewer where there is less to vary),
-over the 25 operations: more than 1,000 cases a run, counted by the last test.
+over every operation (26): more than 1,000 cases a run, counted by the last test.
 """
 
 from __future__ import annotations
