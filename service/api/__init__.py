@@ -57,13 +57,20 @@ def _docs_assets() -> FlaskBlueprint:
 
 
 JSON_BODY_LIMIT = 2**20
+BODY_LIMITS = {"/v1/offers/prices": 16 * 2**20}  # a price catalog; other bodies are JSON
 
 
 def _limit_json_bodies() -> None:
-    """Only trace uploads may be large; any other body is held to 1 MiB."""
+    """Only trace uploads may be large (their own limit, the app's); a price catalog may
+    be 16 MiB and any other body 1 MiB, whether it states its length or comes chunked
+    (werkzeug stops reading at the limit: a 413)."""
+    if request.path.startswith("/v1/traces"):
+        return
+    limit = BODY_LIMITS.get(request.path, JSON_BODY_LIMIT)
+    request.max_content_length = limit
     length = request.content_length
-    if length and length > JSON_BODY_LIMIT and not request.path.startswith("/v1/traces"):
-        raise PayloadTooLarge(f"request bodies here are limited to {JSON_BODY_LIMIT} bytes")
+    if length and length > limit:
+        raise PayloadTooLarge(f"request bodies here are limited to {limit} bytes")
 
 
 def init_app(app: Flask) -> Api:

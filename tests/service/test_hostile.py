@@ -4,6 +4,8 @@ uploads: test_traces_api.py.)"""
 
 from __future__ import annotations
 
+import io
+
 import pytest
 from flask.testing import FlaskClient
 
@@ -86,3 +88,35 @@ def test_a_malformed_query_is_a_problem(client: FlaskClient, query: str) -> None
 )
 def test_odd_paths_are_404s(client: FlaskClient, path: str) -> None:
     problem(client.get(path), 404)
+
+
+@pytest.mark.parametrize(("url", "limit"), [("/v1/estimates", 2**20), ("/v1/benchmarks", 2**20)])
+def test_a_chunked_body_past_the_limit_is_413(client: FlaskClient, url: str, limit: int) -> None:
+    """A body without a length (chunked; the server marks the input as terminated) is
+    read only up to the endpoint's limit."""
+    big = b'{"a":"' + b"x" * (limit + 100) + b'"}'
+    response = client.post(
+        url,
+        input_stream=io.BytesIO(big),
+        content_type="application/json",
+        environ_overrides={"wsgi.input_terminated": True},
+    )
+    problem(response, 413)
+
+
+def test_a_price_catalog_may_be_larger_than_a_json_body(client: FlaskClient) -> None:
+    from service.api import BODY_LIMITS, JSON_BODY_LIMIT
+
+    assert BODY_LIMITS["/v1/offers/prices"] > JSON_BODY_LIMIT
+    text = b"x" * (JSON_BODY_LIMIT + 10)  # past 1 MiB, under 16: refused for its rows
+    response = client.put("/v1/offers/prices", data=text, content_type="text/csv")
+    assert response.status_code in (403, 422)  # a write key is not admin; not a 413
+    from service.keys import KeyFile
+    from tests.conftest import KEYS_FILE, with_key
+
+    admin, _ = KeyFile(KEYS_FILE).create("hostile-admin", "admin")
+    too_big = b"x" * (BODY_LIMITS["/v1/offers/prices"] + 10)
+    response = with_key(client, admin).put(
+        "/v1/offers/prices", data=too_big, content_type="text/csv"
+    )
+    problem(response, 413)

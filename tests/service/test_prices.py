@@ -13,7 +13,7 @@ from flask.testing import FlaskClient
 
 from service import create_app
 from service.keys import KeyFile
-from tests.conftest import KEYS_FILE, with_key
+from tests.conftest import KEYS_FILE, WRITE_KEY, with_key
 from tests.service.helpers import fields_in, get_json, problem
 
 HEADER = (
@@ -40,7 +40,9 @@ def _put(client: FlaskClient, text: str, token: str = ADMIN):  # type: ignore[no
 
 def test_a_refresh_reaches_the_offers_without_a_restart(app: Flask, client: FlaskClient) -> None:
     offer = _an_offer(client)
-    row = f"aws,{offer['instance_type']},{offer['cheapest_region']},0.01,,,2026-12-01,test catalog\n"
+    row = (
+        f"aws,{offer['instance_type']},{offer['cheapest_region']},0.01,,,2026-12-01,test catalog\n"
+    )
     response = _put(client, HEADER + row)
     assert response.status_code == 200, response.get_data(as_text=True)
     assert response.get_json()["rows"] == 1
@@ -54,7 +56,9 @@ def test_a_refresh_reaches_the_offers_without_a_restart(app: Flask, client: Flas
 
 def test_a_bad_row_rejects_the_catalog_and_changes_nothing(app: Flask, client: FlaskClient) -> None:
     offer = _an_offer(client)
-    good = f"aws,{offer['instance_type']},{offer['cheapest_region']},0.01,,,2026-12-01,test catalog\n"
+    good = (
+        f"aws,{offer['instance_type']},{offer['cheapest_region']},0.01,,,2026-12-01,test catalog\n"
+    )
     bad = "aws,p99.nothing,us-east-1,1.0,,,2026-12-01,test catalog\n"
     negative = f"aws,{offer['instance_type']},eu-west-1,-4,,,2026-12-01,test catalog\n"
     body = problem(_put(client, HEADER + good + bad + negative), 422)
@@ -65,7 +69,7 @@ def test_a_bad_row_rejects_the_catalog_and_changes_nothing(app: Flask, client: F
 
 
 def test_only_an_admin_refreshes_and_only_csv(app: Flask, client: FlaskClient) -> None:
-    problem(_put(client, HEADER, token=__import__("tests.conftest").conftest.WRITE_KEY), 403)
+    problem(_put(client, HEADER, token=WRITE_KEY), 403)
     response = with_key(client, ADMIN).put("/v1/offers/prices", json={"rows": []})
     problem(response, 415)
     problem(_put(client, HEADER), 422)  # a header and no rows
