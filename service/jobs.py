@@ -124,6 +124,46 @@ def retrain_job(paths: dict[str, Any], validate: bool) -> dict[str, Any]:
     return result
 
 
+def submit_validate(client: redis.Redis, settings: dict[str, Any]) -> str:
+    """Queue a validation of the model the services use now."""
+    names = ("KNOWLEDGE_DIR", "MODEL_DIR", "SUBMISSIONS_FILE", "PRICES_FILE")
+    paths = {n.lower(): settings[f"RIGHTSIZE_{n}"] for n in names}
+    job = queue(client).enqueue(
+        validate_job, paths, job_timeout=3600, result_ttl=7 * 86400, failure_ttl=86400
+    )
+    return str(job.id)
+
+
+def validate_job(paths: dict[str, Any]) -> dict[str, Any]:
+    """Run in an rq worker: validate the model in use and keep its report."""
+    from pathlib import Path
+
+    from knowledge import load_knowledge
+    from profiles.catalog import Catalog
+    from service.engine.model import build
+    from service.engine.service import save_report
+    from service.engine.validation import figures, validate
+    from service.layers import knowledge_in_use
+    from service.prices import PriceFile
+    from service.submissions import SubmissionStore
+
+    job = get_current_job()
+    if job is not None:
+        job.meta["progress"] = "validating"
+        job.save_meta()
+    base = load_knowledge(paths["knowledge_dir"])
+    store = SubmissionStore(paths["submissions_file"])
+    knowledge = knowledge_in_use(base, store, PriceFile(paths["prices_file"]))
+    catalog = Catalog.load()
+    model_dir = Path(paths["model_dir"])
+    report = validate(build(knowledge, catalog, model_dir), knowledge, catalog)
+    save_report(model_dir, report)
+    if job is not None:
+        job.meta["progress"] = "done"
+        job.save_meta()
+    return {"knowledge_version": knowledge.version, "figures": figures(report)}
+
+
 def status(client: redis.Redis, job_id: str) -> dict[str, Any] | None:
     """State of a job (None if unknown): queued, started, finished (with the trace id) or
     failed (with the reason). A lost connection raises ``redis.RedisError`` (a 503)."""

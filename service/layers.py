@@ -80,7 +80,7 @@ class Layers:
 
     def _load(self) -> None:
         base = self.base.knowledge
-        trained, marker = self._trained(base)
+        trained, marker = trained_knowledge(base, self.store)
         priced = self.prices.priced(base)
         try:
             everything = self._built(with_prices(trained, priced) if priced else trained)
@@ -96,24 +96,36 @@ class Layers:
             "yes" if priced else "no",
         )
 
-    def _trained(self, base: Knowledge) -> tuple[Knowledge, dict[str, Any] | None]:
-        marker = self.store.trained()
-        if marker is None or marker.get("base_version") != base.version:
-            return base, None  # none, or trained on other curated knowledge
-        wanted = set(marker.get("row_ids") or [])
-        found = layered(base, [(i, b) for i, b in self.store.benchmarks(base) if i in wanted])
-        if found.version != marker.get("knowledge_version"):
-            log.warning(
-                "trained marker %s does not match the stored rows (%s): not used",
-                marker.get("knowledge_version"),
-                found.version,
-            )
-            return base, None
-        return found, marker
-
     def _built(self, knowledge: Knowledge) -> EstimateService:
         if knowledge is self.base.knowledge:
             return self.base
         service = replace(self.base, knowledge=knowledge)
         service.model()
         return service
+
+
+def trained_knowledge(
+    base: Knowledge, store: SubmissionStore
+) -> tuple[Knowledge, dict[str, Any] | None]:
+    """``base`` with the submitted rows the last retrain fitted, and its marker (``base``
+    and None without a retrain, or one made on other curated knowledge)."""
+    marker = store.trained()
+    if marker is None or marker.get("base_version") != base.version:
+        return base, None
+    wanted = set(marker.get("row_ids") or [])
+    found = layered(base, [(i, b) for i, b in store.benchmarks(base) if i in wanted])
+    if found.version != marker.get("knowledge_version"):
+        log.warning(
+            "trained marker %s does not match the stored rows (%s): not used",
+            marker.get("knowledge_version"),
+            found.version,
+        )
+        return base, None
+    return found, marker
+
+
+def knowledge_in_use(base: Knowledge, store: SubmissionStore, prices: PriceFile) -> Knowledge:
+    """What the services estimate on: the retrained rows and the refreshed prices."""
+    trained, _ = trained_knowledge(base, store)
+    priced = prices.priced(base)
+    return with_prices(trained, priced) if priced else trained

@@ -7,7 +7,6 @@ import datetime as dt
 from dataclasses import replace
 from typing import Any
 
-from flask import jsonify
 from flask.views import MethodView
 from marshmallow import Schema, ValidationError, fields, pre_load, validate
 
@@ -16,11 +15,12 @@ from knowledge.records import Benchmark
 from knowledge.schemas import BENCHMARK_KINDS
 from service import jobs
 from service.api.base import Blueprint
+from service.api.jobs import accepted, no_queue
 from service.api.lookups import gpu_filter, workload_filter
 from service.api.pagination import PageQuerySchema, page_schema, paginate
 from service.api.schemas import BenchmarkSchema
 from service.api.traces import JobAcceptedSchema
-from service.errors import InvalidInput, NotFound, RejectedRows, Unavailable
+from service.errors import InvalidInput, NotFound, RejectedRows
 from service.security import caller
 from service.state import state
 from service.submissions import MAX_ROWS, RejectedBatch
@@ -230,13 +230,5 @@ class Retrain(MethodView):
         """Queue a retrain on the curated and submitted rows (a worker runs it)"""
         st = state()
         if st.redis is None:
-            raise Unavailable(
-                "retraining runs on the job queue (set RIGHTSIZE_REDIS_URL and run "
-                "'rightsize worker'); without one, run 'rightsize retrain'",
-                retry_after_s=3600,
-            )
-        job_id = jobs.submit_retrain(st.redis, st.settings, body["validate_after"])
-        out = {"job_id": job_id, "job_url": f"/v1/jobs/{job_id}", "status": "queued"}
-        accepted = jsonify(out)
-        accepted.status_code, accepted.headers["Location"] = 202, out["job_url"]
-        return accepted
+            raise no_queue("retraining", "rightsize retrain")
+        return accepted(jobs.submit_retrain(st.redis, st.settings, body["validate_after"]))

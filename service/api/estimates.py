@@ -9,11 +9,14 @@ from flask.views import MethodView
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
 from profiles.workload import WorkloadSchema
+from service import jobs
 from service.api.answers import answer_version, cached
 from service.api.base import Blueprint
+from service.api.jobs import accepted, no_queue
 from service.api.lookups import gpu_filter
 from service.api.plans import LayoutSchema, layout_options
 from service.api.profiles import MODEL_DESCRIPTION, MemorySchema
+from service.api.traces import JobAcceptedSchema
 from service.engine.plans import layout_estimate
 from service.engine.service import EstimateService
 from service.errors import InvalidInput, NotFound
@@ -266,3 +269,13 @@ class Validation(MethodView):
             "submitted_rows": report.get("submitted_rows", 0),
             "submitted_rows_in_use": marker["submitted_rows"] if marker else 0,
         }
+
+    @blp.needs_key("admin")
+    @blp.response(202, JobAcceptedSchema)
+    @blp.problem(503)
+    def post(self) -> Any:
+        """Queue a validation of the model in use (a worker runs it, for minutes)"""
+        st = state()
+        if st.redis is None:
+            raise no_queue("validation", "rightsize validate")
+        return accepted(jobs.submit_validate(st.redis, st.settings))

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from flask import Response, jsonify
 from flask.views import MethodView
 from marshmallow import Schema, fields
 
 from service import jobs
 from service.api.base import Blueprint
-from service.errors import NotFound
+from service.errors import NotFound, Unavailable
 from service.state import state
 
 blp = Blueprint("jobs", __name__, url_prefix="/v1/jobs", description="Background jobs")
@@ -36,3 +37,20 @@ class JobById(MethodView):
         if found is None:
             raise NotFound("job", job_id, [])
         return found
+
+
+def accepted(job_id: str) -> Response:
+    """The 202 answer for queued work: where to follow it."""
+    body = {"job_id": job_id, "job_url": f"/v1/jobs/{job_id}", "status": "queued"}
+    response = jsonify(body)
+    response.status_code, response.headers["Location"] = 202, body["job_url"]
+    return response
+
+
+def no_queue(work: str, instead: str) -> Unavailable:
+    """The 503 for queued work when no queue is configured."""
+    return Unavailable(
+        f"{work} runs on the job queue (set RIGHTSIZE_REDIS_URL and run 'rightsize worker'); "
+        f"without one, run '{instead}'",
+        retry_after_s=3600,
+    )

@@ -207,3 +207,28 @@ class TestRetrain:
         response = with_key(app.test_client(), admin).post("/v1/benchmarks/retrain", json={})
         assert "rightsize retrain" in problem(response, 503)["detail"]
         assert response.headers["Retry-After"] == "3600"  # ours, not the rate limiter's
+
+
+def test_validation_is_queued_for_a_worker_by_an_admin(tmp_path: Path) -> None:
+    """The job is queued with what it validates (a private Redis: no test worker takes it;
+    running it is `rightsize validate`'s minutes, covered by the engine's tests)."""
+    from tests.service.redis_server import RedisServer
+
+    own = RedisServer()
+    own.start()
+    try:
+        admin, _ = KeyFile(KEYS_FILE).create("admin", "admin")
+        app = create_app({"TESTING": True, "REDIS_URL": own.url, "MODEL_DIR": str(tmp_path)})
+        problem(with_key(app.test_client()).post("/v1/validation"), 403)
+        queued = with_key(app.test_client(), admin).post("/v1/validation")
+        assert queued.status_code == 202, queued.get_data(as_text=True)
+        job = get_json(app.test_client(), queued.headers["Location"])
+        assert job["status"] == "queued"
+        waiting = jobs.queue(redis.Redis.from_url(own.url)).jobs
+        assert [j.func_name for j in waiting] == ["service.jobs.validate_job"]
+        assert waiting[0].args[0]["model_dir"] == str(tmp_path)
+    finally:
+        own.close()
+    no_redis = create_app({"TESTING": True})
+    response = with_key(no_redis.test_client(), admin).post("/v1/validation")
+    assert "rightsize validate" in problem(response, 503)["detail"]
