@@ -9,6 +9,7 @@
 | ``RIGHTSIZE_REDIS_TIMEOUT_S`` | ``0.5`` | socket timeout when talking to Redis |
 | ``RIGHTSIZE_KEY_PREFIX`` | ``rightsize:`` | prefix of every Redis key the service writes |
 | ``RIGHTSIZE_PROFILE_TIME_LIMIT_S`` | ``20`` | a profile that counts longer is stopped (422) |
+| ``RIGHTSIZE_COMPUTE_TIME_LIMIT_S`` | ``30`` | planning and ranking past it are stopped (422) |
 | ``RIGHTSIZE_TRACE_MAX_BYTES`` | 512 MiB | largest trace upload (413 beyond) |
 | ``RIGHTSIZE_TRACE_MAX_DECOMPRESSED_BYTES`` | 4 GiB | largest decompressed trace |
 | ``RIGHTSIZE_TRACE_MAX_EVENTS`` | ``20000000`` | most events in one trace |
@@ -127,6 +128,7 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any]] = {
     "REDIS_TIMEOUT_S": (_positive_float, 0.5),
     "KEY_PREFIX": (str, "rightsize:"),
     "PROFILE_TIME_LIMIT_S": (_positive_float, 20.0),
+    "COMPUTE_TIME_LIMIT_S": (_positive_float, 30.0),
     "TRACE_MAX_BYTES": (_positive_int, 512 * 2**20),
     "TRACE_MAX_DECOMPRESSED_BYTES": (_positive_int, 4 * 2**30),
     "TRACE_MAX_EVENTS": (_positive_int, 20_000_000),

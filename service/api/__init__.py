@@ -6,7 +6,7 @@ from pathlib import Path
 
 import swagger_ui_bundle
 from flask import Blueprint as FlaskBlueprint
-from flask import Flask, request, send_from_directory
+from flask import Flask, current_app, g, request, send_from_directory
 from werkzeug.wrappers import Response
 
 from service.api import (
@@ -24,6 +24,7 @@ from service.api import (
     traces,
 )
 from service.api.base import Api
+from service.engine import deadline
 from service.errors import PayloadTooLarge
 from service.security import BEARER
 
@@ -73,6 +74,16 @@ def _limit_json_bodies() -> None:
         raise PayloadTooLarge(f"request bodies here are limited to {limit} bytes")
 
 
+def _start_deadline() -> None:
+    g.deadline = deadline.start(current_app.config["RIGHTSIZE_COMPUTE_TIME_LIMIT_S"])
+
+
+def _stop_deadline(_: BaseException | None) -> None:
+    token = g.pop("deadline", None)
+    if token is not None:
+        deadline.stop(token)
+
+
 def init_app(app: Flask) -> Api:
     app.config.setdefault("API_TITLE", "rightsize")
     app.config.setdefault("API_VERSION", API_VERSION)
@@ -92,6 +103,8 @@ def init_app(app: Flask) -> Api:
         },
     )
     app.before_request(_limit_json_bodies)
+    app.before_request(_start_deadline)
+    app.teardown_request(_stop_deadline)
     api = Api(app)
     api.spec.components.security_scheme(
         BEARER,

@@ -41,6 +41,7 @@ class ProblemSchema(Schema):
     kind = fields.String(
         metadata={"description": "what is wrong with an uploaded trace (not-a-trace, ...)"}
     )
+    limit_s = fields.Float(metadata={"description": "the time limit a computation passed"})
 
 
 class Api(flask_smorest.Api):

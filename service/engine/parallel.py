@@ -40,7 +40,7 @@ from typing import Any
 
 from knowledge import Knowledge
 from knowledge.records import Gpu
-from service.engine import scaling
+from service.engine import deadline, scaling
 from service.engine.errors import InvalidRequest
 from service.engine.layout import Layout, LayoutMemory, ModelShape, layouts_for, memory_per_gpu
 from service.engine.roofline import MathMode, resource_times
@@ -680,6 +680,7 @@ def plan(
     by_count: dict[int, list[Planned]] = {}
     n = 1
     while n <= max(max_count, count or 1):
+        deadline.check()
         by_count[n] = planned_at(n, profile, shape, done, net, mode, usable_bytes, global_batch)
         n *= 2
     if count is not None and count not in by_count:

@@ -29,7 +29,7 @@ from typing import Any
 
 from knowledge import Knowledge
 from knowledge.records import Gpu
-from service.engine import cost
+from service.engine import cost, deadline
 from service.engine.errors import InvalidRequest, NotFound
 from service.engine.estimate import USABLE_MEMORY_SHARE
 from service.engine.layout import Layout, LayoutMemory, ModelShape
@@ -241,6 +241,7 @@ def _described_runs(
 
     runs = []
     for gpu, mode in _with_modes(gpus, profile.precision, excluded):
+        deadline.check()
         done = work(profile, gpu, mode, stack, model.step_model)
         net = network(service.knowledge, gpu, per_node)
         usable = gpu.memory_gb * 2**30 * USABLE_MEMORY_SHARE
@@ -319,6 +320,7 @@ def _serving_runs(
     job = profile.dataset_steps * profile.samples_per_step if profile.dataset_steps else None
     runs = []
     for gpu, mode in _with_modes(gpus, profile.precision, excluded):
+        deadline.check()
         usable = gpu.memory_gb * 2**30 * USABLE_MEMORY_SHARE
         if profile.output_tokens:
             net = network(service.knowledge, gpu, per_node)
@@ -424,6 +426,7 @@ def _deployments(
 ) -> list[Candidate]:
     """The run on-premise (when the GPU has a price) and as each cloud offer (the cheapest
     region per provider and pricing)."""
+    deadline.check()
     hours_per_unit = (run.job_samples or UNIT_SAMPLES) / run.samples_per_s / 3600
     job_hours = hours_per_unit if run.job_samples else None
     usage = cost.usage_from(s.usage, hours_per_unit * run.count)

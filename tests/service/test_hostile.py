@@ -120,3 +120,22 @@ def test_a_price_catalog_may_be_larger_than_a_json_body(client: FlaskClient) -> 
         "/v1/offers/prices", data=too_big, content_type="text/csv"
     )
     problem(response, 413)
+
+
+def test_a_computation_past_its_time_limit_is_a_422_not_a_held_worker() -> None:
+    from service import create_app
+
+    app = create_app({"TESTING": True, "COMPUTE_TIME_LIMIT_S": 1e-6})
+    client = app.test_client()
+    body = {
+        "model": {"name": "gpt2"},
+        "workload": {"task": "training", "batch_size": 8, "seq_len": 512},
+    }
+    for url, extra in (("/v1/recommendations", {}), ("/v1/plans", {"gpu": "a100-sxm4-80gb"})):
+        found = problem(client.post(url, json={**body, **extra}), 422)
+        assert "passed its limit of 1e-06 s" in found["detail"]
+        assert found["type"].endswith("too-expensive")
+    assert client.get("/v1/gpus?page_size=1").status_code == 200  # reads are not computed
+    # with the default limit the same requests answer
+    normal = create_app({"TESTING": True}).test_client()
+    assert normal.post("/v1/plans", json={**body, "gpu": "a100-sxm4-80gb"}).status_code == 200
