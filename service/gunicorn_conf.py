@@ -43,4 +43,4 @@ def post_worker_init(worker: Any) -> None:
 
     with worker.wsgi.app_context():
         state().estimates.warm()
-        state().layers.service()  # and the model a retrain fitted, if there is one
+        state().layers.watch()  # the retrained model and refreshed prices, when they change

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -52,6 +53,20 @@ class Layers:
         """What the trained layer in use was fitted on (None: the curated rows only)."""
         self._refresh()
         return self._loaded.marker
+
+    def watch(self, interval_s: float = 5.0) -> threading.Thread:
+        """Look for a change every ``interval_s`` in a daemon thread (gunicorn starts one
+        in each worker), so that a quiet service switches too, not only on its next
+        request."""
+
+        def loop() -> None:
+            while True:
+                self._refresh()
+                time.sleep(interval_s)
+
+        watcher = threading.Thread(target=loop, name="layers-watch", daemon=True)
+        watcher.start()
+        return watcher
 
     def load_now(self) -> None:
         """Pick up a change and wait for its model (start-up, tests)."""

@@ -97,3 +97,22 @@ def test_the_command_line_refresh(tmp_path: Path) -> None:
     assert refused.returncode != 0
     assert b"nothing was changed" in refused.stderr
     assert "0.02" in (tmp_path / "prices.csv").read_text()
+
+
+def test_a_quiet_service_switches_by_itself(tmp_path: Path) -> None:
+    import time
+
+    app = create_app({"TESTING": True, "PRICES_FILE": str(tmp_path / "prices.csv")})
+    layers = app.extensions["rightsize"].layers
+    before = layers.service().knowledge.version
+    offer = _an_offer(app.test_client())
+    where = f"aws,{offer['instance_type']},{offer['cheapest_region']}"
+    app.extensions["rightsize"].prices.refresh(
+        app.extensions["rightsize"].knowledge, HEADER + f"{where},0.03,,,2026-12-01,test\n", "test"
+    )
+    layers.watch(interval_s=0.05)
+    deadline = time.monotonic() + 60
+    while layers._loaded.everything.knowledge.version == before:  # no request asks
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert "+p" in layers._loaded.everything.knowledge.version
