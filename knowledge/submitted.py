@@ -74,9 +74,15 @@ def check_rows(
     return out, errors
 
 
+def labelled(rows: Iterable[tuple[str, records.Benchmark]]) -> list[records.Benchmark]:
+    """The submitted ``rows``, each marked with its submission id (``details.submission``:
+    what tells a submitted row from a curated one)."""
+    return [replace(b, details={**b.details, "submission": ident}) for ident, b in rows]
+
+
 def layered(knowledge: Knowledge, rows: Iterable[tuple[str, records.Benchmark]]) -> Knowledge:
     """``knowledge`` with the submitted ``rows`` (each with its submission id) added."""
-    added = [replace(b, details={**b.details, "submission": ident}) for ident, b in rows]
+    added = labelled(rows)
     if not added:
         return knowledge
     digest = hashlib.sha256(knowledge.version.encode())

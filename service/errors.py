@@ -17,7 +17,6 @@ from werkzeug.exceptions import HTTPException
 from knowledge import KnowledgeError, UnknownId
 from profiles.errors import InvalidDescription, ProfileError, ProfileTooSlow, UnknownModel
 from service.engine import errors as engine
-from service.engine.deadline import TooSlow
 from service.state import EXTENSION
 
 PROBLEM_MIME = "application/problem+json"
@@ -165,7 +164,7 @@ def from_engine_error(error: engine.EngineError) -> Response:
     if isinstance(error, engine.InvalidRequest):
         assert error.field is not None
         return from_api_error(InvalidInput(error.field, error.message, "json", error.value))
-    if isinstance(error, TooSlow):
+    if isinstance(error, engine.TooSlow):
         return from_api_error(TooExpensive(error.message, limit_s=error.limit_s))
     if isinstance(error, engine.ModelUnavailable):
         return from_api_error(Unavailable(error.message))

@@ -87,14 +87,29 @@ def parse_trace_job(
     return {"trace_id": record["trace_id"]}
 
 
-def submit_retrain(client: redis.Redis, settings: dict[str, Any], validate: bool) -> str:
-    """Queue a retrain (one at a time is enough: a queued one sees every row stored)."""
-    names = ("KNOWLEDGE_DIR", "MODEL_DIR", "SUBMISSIONS_FILE")
-    paths = {n.lower(): settings[f"RIGHTSIZE_{n}"] for n in names}
+PATHS = ("KNOWLEDGE_DIR", "MODEL_DIR", "SUBMISSIONS_FILE", "PRICES_FILE")  # what jobs read
+
+
+def _queue_model_job(client: redis.Redis, settings: dict[str, Any], func: Any, *args: Any) -> str:
+    """Queue a job on the knowledge and model files (it gets their paths, then ``args``)."""
+    paths = {n.lower(): settings[f"RIGHTSIZE_{n}"] for n in PATHS}
     job = queue(client).enqueue(
-        retrain_job, paths, validate, job_timeout=3600, result_ttl=7 * 86400, failure_ttl=86400
+        func, paths, *args, job_timeout=3600, result_ttl=7 * 86400, failure_ttl=86400
     )
     return str(job.id)
+
+
+def _progress(step: str) -> None:
+    """Say where the running job is (``GET /v1/jobs/{id}``'s ``progress``)."""
+    job = get_current_job()
+    if job is not None:
+        job.meta["progress"] = step
+        job.save_meta()
+
+
+def submit_retrain(client: redis.Redis, settings: dict[str, Any], validate: bool) -> str:
+    """Queue a retrain (one at a time is enough: a queued one sees every row stored)."""
+    return _queue_model_job(client, settings, retrain_job, validate)
 
 
 def retrain_job(paths: dict[str, Any], validate: bool) -> dict[str, Any]:
@@ -105,33 +120,21 @@ def retrain_job(paths: dict[str, Any], validate: bool) -> dict[str, Any]:
     from profiles.catalog import Catalog
     from service.submissions import SubmissionStore, retrain, validate_layer
 
-    job = get_current_job()
-
-    def progress(step: str) -> None:
-        if job is not None:
-            job.meta["progress"] = step
-            job.save_meta()
-
-    progress("fitting")
+    _progress("fitting")
     base = load_knowledge(paths["knowledge_dir"])
     store = SubmissionStore(paths["submissions_file"])
     catalog = Catalog.load()
     result = retrain(base, catalog, store, Path(paths["model_dir"]))
     if validate:
-        progress("validating")
+        _progress("validating")
         result["validation"] = validate_layer(base, catalog, store, Path(paths["model_dir"]))
-    progress("done")
+    _progress("done")
     return result
 
 
 def submit_validate(client: redis.Redis, settings: dict[str, Any]) -> str:
     """Queue a validation of the model the services use now."""
-    names = ("KNOWLEDGE_DIR", "MODEL_DIR", "SUBMISSIONS_FILE", "PRICES_FILE")
-    paths = {n.lower(): settings[f"RIGHTSIZE_{n}"] for n in names}
-    job = queue(client).enqueue(
-        validate_job, paths, job_timeout=3600, result_ttl=7 * 86400, failure_ttl=86400
-    )
-    return str(job.id)
+    return _queue_model_job(client, settings, validate_job)
 
 
 def validate_job(paths: dict[str, Any]) -> dict[str, Any]:
@@ -140,28 +143,17 @@ def validate_job(paths: dict[str, Any]) -> dict[str, Any]:
 
     from knowledge import load_knowledge
     from profiles.catalog import Catalog
-    from service.engine.model import build
-    from service.engine.service import save_report
-    from service.engine.validation import figures, validate
     from service.layers import knowledge_in_use
     from service.prices import PriceFile
-    from service.submissions import SubmissionStore
+    from service.submissions import SubmissionStore, validate_knowledge
 
-    job = get_current_job()
-    if job is not None:
-        job.meta["progress"] = "validating"
-        job.save_meta()
+    _progress("validating")
     base = load_knowledge(paths["knowledge_dir"])
     store = SubmissionStore(paths["submissions_file"])
     knowledge = knowledge_in_use(base, store, PriceFile(paths["prices_file"]))
-    catalog = Catalog.load()
-    model_dir = Path(paths["model_dir"])
-    report = validate(build(knowledge, catalog, model_dir), knowledge, catalog)
-    save_report(model_dir, report)
-    if job is not None:
-        job.meta["progress"] = "done"
-        job.save_meta()
-    return {"knowledge_version": knowledge.version, "figures": figures(report)}
+    found = validate_knowledge(knowledge, Catalog.load(), Path(paths["model_dir"]))
+    _progress("done")
+    return found
 
 
 def status(client: redis.Redis, job_id: str) -> dict[str, Any] | None:

@@ -15,17 +15,16 @@ Redis is away.
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
 import hashlib
 import json
-import os
 import secrets
-import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from service.files import locked, write_atomically
 
 ROLES = ("read", "write", "admin")
 PREFIX = "rs_"
@@ -116,20 +115,7 @@ class KeyFile:
     @contextmanager
     def _editing(self) -> Iterator[dict[str, dict[str, str]]]:
         """The keys to change, written back atomically under an exclusive lock."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        lock_path = self.path.with_name(self.path.name + ".lock")
-        with open(lock_path, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with locked(self.path):
             keys = self._read()
             yield keys
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".keys-")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as out:
-                    json.dump(keys, out, indent=1, sort_keys=True)
-                    out.flush()
-                    os.fsync(out.fileno())
-                os.chmod(tmp, 0o600)
-                os.replace(tmp, self.path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            write_atomically(self.path, json.dumps(keys, indent=1, sort_keys=True), 0o600)

@@ -20,6 +20,7 @@ from knowledge import Knowledge
 from knowledge.prices import with_prices
 from knowledge.submitted import layered
 from service.engine.service import EstimateService
+from service.files import mtime
 from service.prices import PriceFile
 from service.submissions import SubmissionStore
 
@@ -76,11 +77,7 @@ class Layers:
             loading.join()
 
     def _signature(self) -> tuple[float | None, float | None]:
-        try:
-            trained: float | None = self.store.trained_path.stat().st_mtime
-        except FileNotFoundError:
-            trained = None
-        return trained, self.prices.mtime()
+        return mtime(self.store.trained_path), mtime(self.prices.path)
 
     def _refresh(self) -> None:
         signature = self._signature()

@@ -4,7 +4,7 @@ whole or not at all, and laid over the curated prices by the running services.
 The file (``RIGHTSIZE_PRICES_FILE``, ``offer_prices.csv``'s columns) is replaced
 atomically (written beside, fsynced, renamed), with who refreshed it and when beside it;
 services see the new file by its modification time and switch to it once the model for
-the new knowledge version is built (:class:`service.submissions.Layers`), never blocking
+the new knowledge version is built (:class:`service.layers.Layers`), never blocking
 a request on it. Replicas share it as they share the keys file.
 """
 
@@ -13,13 +13,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from knowledge import Knowledge
 from knowledge.prices import Priced, check_prices
+from service.files import write_atomically
 from service.submissions import RejectedBatch
 
 log = logging.getLogger(__name__)
@@ -42,8 +41,8 @@ class PriceFile:
             "rows": sum(len(p) for p in priced.values()),
             "offers": len(priced),
         }
-        self._replace(self.meta_path, json.dumps(meta, indent=1))
-        self._replace(self.path, text)
+        write_atomically(self.meta_path, json.dumps(meta, indent=1))
+        write_atomically(self.path, text)
         return meta
 
     def priced(self, knowledge: Knowledge) -> Priced | None:
@@ -58,29 +57,3 @@ class PriceFile:
             log.warning("%s no longer checks (%s): curated prices used", self.path, errors[0])
             return None
         return priced
-
-    def meta(self) -> dict[str, Any] | None:
-        try:
-            found = json.loads(self.meta_path.read_text(encoding="utf-8"))
-        except (FileNotFoundError, ValueError):
-            return None
-        return found if isinstance(found, dict) and self.path.exists() else None
-
-    def mtime(self) -> float | None:
-        try:
-            return self.path.stat().st_mtime
-        except FileNotFoundError:
-            return None
-
-    def _replace(self, path: Path, text: str) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.write(text)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise

@@ -19,21 +19,20 @@ to that model once it is built, never blocking a request on it.
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
 import json
 import logging
 import os
 import secrets
-import tempfile
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from knowledge import Knowledge, records
 from knowledge.submitted import RowError, check_rows, layered
 from profiles.catalog import Catalog
+from service.files import locked, write_atomically
 
 log = logging.getLogger(__name__)
 MAX_ROWS = 1000  # per batch
@@ -58,13 +57,7 @@ class Stored:
     row: dict[str, Any]
 
     def public(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "batch_id": self.batch_id,
-            "submitted_by": self.submitted_by,
-            "submitted_at": self.submitted_at,
-            "row": self.row,
-        }
+        return asdict(self)
 
 
 class SubmissionStore:
@@ -74,6 +67,7 @@ class SubmissionStore:
         self._lock = threading.Lock()
         self._seen: tuple[float, int] | None = None
         self._rows: list[Stored] = []
+        self._checked: tuple[Any, list[tuple[str, records.Benchmark]]] | None = None
 
     def submit(self, knowledge: Knowledge, rows: Sequence[Any], submitted_by: str) -> list[Stored]:
         """Check every row against ``knowledge``; store all of them, or none (raises
@@ -92,8 +86,7 @@ class SubmissionStore:
             for i, row in enumerate(rows)
         ]
         text = "".join(json.dumps(s.public(), sort_keys=True) + "\n" for s in stored)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._exclusive():
+        with locked(self.path):
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
             try:
                 if _torn(fd):  # a write cut short before: end its line, never join it
@@ -106,27 +99,38 @@ class SubmissionStore:
 
     def all(self) -> list[Stored]:
         """Every stored row, oldest first (read again when the file changed)."""
+        return self._current()[1]
+
+    def _current(self) -> tuple[tuple[float, int] | None, list[Stored]]:
+        """The file's mark (modification time and size) and its rows, read together."""
         try:
             stat = self.path.stat()
         except FileNotFoundError:
-            return []
+            return None, []
         mark = (stat.st_mtime, stat.st_size)
         with self._lock:
             if mark != self._seen:
                 self._rows = self._read()
                 self._seen = mark
-            return self._rows
+            return self._seen, self._rows
 
     def benchmarks(self, knowledge: Knowledge) -> list[tuple[str, records.Benchmark]]:
         """The stored rows as benchmark records (rows that no longer check against
-        ``knowledge``, e.g. after a GPU was renamed, are left out and logged)."""
+        ``knowledge``, e.g. after a GPU was renamed, are left out and logged); checked
+        again only when the file or the knowledge changed."""
+        seen, rows = self._current()
+        mark = (seen, knowledge.version)
+        checked = self._checked
+        if checked is not None and checked[0] == mark:
+            return checked[1]
         out = []
-        for stored in self.all():
+        for stored in rows:
             found, errors = check_rows(knowledge, [stored.row])
             if errors:
                 log.warning("submitted row %s no longer checks: %s", stored.id, errors[0])
                 continue
             out.append((stored.id, found[0]))
+        self._checked = (mark, out)
         return out
 
     def layer(self, knowledge: Knowledge) -> Knowledge:
@@ -144,12 +148,7 @@ class SubmissionStore:
             "row_ids": rows,
             "trained_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         }
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".trained-")
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(marker, out, indent=1)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, self.trained_path)
+        write_atomically(self.trained_path, json.dumps(marker, indent=1))
         return marker
 
     def trained(self) -> dict[str, Any] | None:
@@ -170,11 +169,6 @@ class SubmissionStore:
                     # a torn last line of a write that never completed (never acknowledged)
                     log.warning("%s line %d is not a stored row; skipped", self.path, number)
         return out
-
-    def _exclusive(self) -> Any:
-        lock = open(self.path.with_name(self.path.name + ".lock"), "a")  # noqa: SIM115
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        return lock
 
 
 def _torn(fd: int) -> bool:
@@ -197,13 +191,17 @@ def retrain(
 def validate_layer(
     base: Knowledge, catalog: Catalog, store: SubmissionStore, model_dir: Path
 ) -> dict[str, Any]:
-    """Validate the model fitted with the stored rows; the report is kept for its version
+    """Validate the model fitted with the stored rows (:func:`validate_knowledge`)."""
+    return validate_knowledge(store.layer(base), catalog, model_dir)
+
+
+def validate_knowledge(knowledge: Knowledge, catalog: Catalog, model_dir: Path) -> dict[str, Any]:
+    """Validate the model fitted on ``knowledge``; the report is kept for its version
     (``GET /v1/validation`` serves it while that model is in use). Returns the figures."""
     from service.engine.model import build
     from service.engine.service import save_report
     from service.engine.validation import figures, validate
 
-    knowledge = store.layer(base)
     report = validate(build(knowledge, catalog, model_dir), knowledge, catalog)
     save_report(model_dir, report)
     return {"knowledge_version": knowledge.version, "figures": figures(report)}

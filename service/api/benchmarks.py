@@ -4,7 +4,6 @@ rows users submit (a separate, labelled layer), and retraining on them."""
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import replace
 from typing import Any
 
 from flask.views import MethodView
@@ -13,13 +12,13 @@ from marshmallow import Schema, ValidationError, fields, pre_load, validate
 from knowledge.benchmark_schemas import SubmittedRowSchema
 from knowledge.records import Benchmark
 from knowledge.schemas import BENCHMARK_KINDS
+from knowledge.submitted import labelled
 from service import jobs
 from service.api.base import Blueprint
-from service.api.jobs import accepted, no_queue
+from service.api.jobs import JobAcceptedSchema, accepted, no_queue
 from service.api.lookups import gpu_filter, workload_filter
 from service.api.pagination import PageQuerySchema, page_schema, paginate
 from service.api.schemas import BenchmarkSchema
-from service.api.traces import JobAcceptedSchema
 from service.errors import InvalidInput, NotFound, RejectedRows
 from service.security import caller
 from service.state import state
@@ -147,11 +146,7 @@ def _rows(layer: str) -> list[Benchmark]:
     curated = st.knowledge.benchmarks if layer != "submitted" else []
     if layer == "curated":
         return list(curated)
-    submitted = [
-        replace(b, details={**b.details, "submission": ident})
-        for ident, b in st.submissions.benchmarks(st.knowledge)
-    ]
-    return [*curated, *submitted]
+    return [*curated, *labelled(st.submissions.benchmarks(st.knowledge))]
 
 
 @blp.route("")

@@ -12,11 +12,10 @@ from profiles.workload import WorkloadSchema
 from service import jobs
 from service.api.answers import answer_version, cached
 from service.api.base import Blueprint
-from service.api.jobs import accepted, no_queue
+from service.api.jobs import JobAcceptedSchema, accepted, no_queue
 from service.api.lookups import gpu_filter
 from service.api.plans import LayoutSchema, layout_options
 from service.api.profiles import MODEL_DESCRIPTION, MemorySchema
-from service.api.traces import JobAcceptedSchema
 from service.engine.plans import layout_estimate
 from service.engine.service import EstimateService
 from service.errors import InvalidInput, NotFound

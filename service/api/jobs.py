@@ -26,6 +26,12 @@ class JobSchema(Schema):
     result = fields.Dict(metadata={"description": "what a finished retrain produced"})
 
 
+class JobAcceptedSchema(Schema):
+    job_id = fields.String()
+    job_url = fields.String()
+    status = fields.String()
+
+
 @blp.route("/<string:job_id>")
 class JobById(MethodView):
     @blp.response(200, JobSchema)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import IO, Any
 
-from flask import jsonify, request
+from flask import request
 from flask.views import MethodView
 from marshmallow import Schema, fields, validate
 
@@ -12,6 +12,7 @@ from profiles.trace.read import CAPTURE_HINT
 from profiles.trace.stream import TraceFormatError
 from service import jobs
 from service.api.base import Blueprint
+from service.api.jobs import JobAcceptedSchema, accepted
 from service.engine.traces import TraceOptions
 from service.errors import ApiError, InvalidInput, NotFound, PayloadTooLarge
 from service.state import state
@@ -82,12 +83,6 @@ class TraceSchema(Schema):
     options = fields.Dict()
     notes = fields.List(fields.String())
     parse_seconds = fields.Float()
-
-
-class JobAcceptedSchema(Schema):
-    job_id = fields.String()
-    job_url = fields.String()
-    status = fields.String()
 
 
 class ProjectionRequestSchema(Schema):
@@ -169,10 +164,7 @@ class Traces(MethodView):
                 app.traces.ttl_s,
                 app.traces.limits,
             )
-            body = {"job_id": job_id, "job_url": f"/v1/jobs/{job_id}", "status": "queued"}
-            accepted = jsonify(JobAcceptedSchema().dump(body))  # not the 201 schema
-            accepted.status_code, accepted.headers["Location"] = 202, body["job_url"]
-            return accepted
+            return accepted(job_id)  # not the 201 schema
         try:
             record = app.traces.ingest(raw, options)
         except TraceFormatError as exc:

@@ -9,33 +9,12 @@ rather than holding a worker until the server kills it. Profiles have their own 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 
-from service.engine.errors import EngineError
+from service.engine.errors import TooSlow
 
-_deadline: ContextVar[tuple[float, float] | None] = ContextVar("deadline", default=None)
-
-
-class TooSlow(EngineError):
-    """The request's computation passed its time limit."""
-
-    def __init__(self, limit_s: float) -> None:
-        super().__init__(
-            f"the computation passed its limit of {limit_s:g} s: narrow the request (fewer "
-            "GPUs or a lower max_gpus / max_count, a smaller model)",
-        )
-        self.limit_s = limit_s
-
-
-@contextmanager
-def limited(seconds: float) -> Iterator[None]:
-    token = start(seconds)
-    try:
-        yield
-    finally:
-        stop(token)
+Limit = tuple[float, float] | None  # (monotonic deadline, the limit in seconds)
+_deadline: ContextVar[Limit] = ContextVar("deadline", default=None)
 
 
 def check() -> None:
@@ -45,10 +24,10 @@ def check() -> None:
         raise TooSlow(found[1])
 
 
-def start(seconds: float) -> object:
+def start(seconds: float) -> Token[Limit]:
     """Set the limit for the work that follows in this context; :func:`stop` ends it."""
     return _deadline.set((time.monotonic() + seconds, seconds))
 
 
-def stop(token: object) -> None:
-    _deadline.reset(token)  # type: ignore[arg-type]
+def stop(token: Token[Limit]) -> None:
+    _deadline.reset(token)

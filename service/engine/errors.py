@@ -67,3 +67,14 @@ class UnknownReference(InvalidRequest):
 
 class ModelUnavailable(EngineError):
     """The performance model could not be built (the detail says why)."""
+
+
+class TooSlow(EngineError):
+    """The request's computation passed its time limit (:mod:`service.engine.deadline`)."""
+
+    def __init__(self, limit_s: float) -> None:
+        super().__init__(
+            f"the computation passed its limit of {limit_s:g} s: narrow the request (fewer "
+            "GPUs or a lower max_gpus / max_count, a smaller model)",
+        )
+        self.limit_s = limit_s
