@@ -24,7 +24,9 @@ as the layout divides it:
 - the KV cache of inference split over the tensor-parallel ranks (heads), replicated where
   there are fewer KV heads than ranks, and over the pipeline stages (layers);
 - offloading: the optimizer states and master weights (ZeRO-Offload), and with stage 3 the
-  parameters (ZeRO-Infinity), move to host memory, reported as ``cpu_bytes`` per GPU.
+  parameters (ZeRO-Infinity), move to host memory, reported as ``cpu_bytes`` per GPU;
+- the runtime's overhead: the CUDA context and the allocator's fragmentation as the profile
+  counts them, the fragmentation on what this GPU itself allocates and frees in a step.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from profiles.profile import Memory
+from profiles.profile import CONTEXT_BYTES, FRAGMENTATION, Memory
 from service.engine.errors import InvalidRequest
 
 CHECKPOINTING = ("none", "selective", "full")
@@ -365,6 +367,11 @@ def memory_per_gpu(
     freed = 0.0
     if counted > 0:
         freed = memory.freed_before_peak_bytes * min(1.0, (activations + grads) / counted)
+    freed = min(freed, activations, grads) if trains else 0.0
+    temporary = memory.temporary_peak_bytes / layout.tensor_parallel
+    # the allocator's fragmentation grows with what this GPU allocates and frees in a step,
+    # not with the whole model's activations on one GPU (the profile's figure)
+    transient = activations + temporary + kv - freed
     return LayoutMemory(
         parameters_bytes=params,
         gradients_bytes=grads if trains else 0.0,
@@ -373,9 +380,9 @@ def memory_per_gpu(
         gathered_parameters_bytes=gathered,
         activations_bytes=activations,
         kv_cache_bytes=kv,
-        temporary_peak_bytes=memory.temporary_peak_bytes / layout.tensor_parallel,
-        runtime_overhead_bytes=memory.runtime_overhead_bytes,
-        freed_before_peak_bytes=min(freed, activations, grads) if trains else 0.0,
+        temporary_peak_bytes=temporary,
+        runtime_overhead_bytes=CONTEXT_BYTES + FRAGMENTATION * max(0.0, transient),
+        freed_before_peak_bytes=freed,
         cpu_bytes=cpu,
     )
 

@@ -79,7 +79,7 @@ EIGHT_BIT = frozenset({"fp8", "int8", "int4"})
 # fit and the golden tables.
 OPTIMIZED = OptimizedStack(
     efficiency_16bit=0.58,
-    efficiency_8bit=0.56,
+    efficiency_8bit=0.51,
     memory_share=0.2,
     source="16-bit: llm-foundry MPT on H100 (2024-01-06); FP8: MLPerf Training v3.0-v4.1 "
     "GPT-3 175B and Llama 2 70B LoRA (2023-06-27 to 2024-11-13)",
@@ -299,12 +299,13 @@ def busy_share(rows: float, columns: float, sms: int) -> float:
     return tiles / (math.ceil(tiles / sms) * sms)
 
 
-@functools.lru_cache(maxsize=4096)
-def wave_efficiency(tokens: float, shape: ModelShape, tensor_parallel: int, sms: int) -> float:
+Widths = tuple[int, int, int, int, bool]  # hidden, heads, KV heads, MLP width, gated
+
+
+def wave_efficiency(tokens: float, widths: Widths, tensor_parallel: int, sms: int) -> float:
     """The share of a GPU's SMs a layer's GEMMs keep busy (:func:`busy_share`), weighed by
     their FLOPs; ``tokens``: the GEMMs' rows (a micro-batch's tokens on one rank)."""
-    gemms = layer_gemms(shape.hidden, shape.heads, shape.kv_heads, shape.ffn, shape.gated,
-                        tensor_parallel)  # fmt: skip
+    gemms = layer_gemms(*widths, tensor_parallel)
     done = total = 0.0
     for columns, inner in gemms.values():
         flops = tokens * columns * inner
@@ -423,6 +424,65 @@ def _data_parallel(x: _Micro, params: scaling.Params) -> LinkUse | None:
     return LinkUse("data", link, volume, time_s, max(0.0, time_s - window), window)
 
 
+@functools.lru_cache(maxsize=4096)
+def _slowdown(tokens: float, widths: Widths, tensor_parallel: int, context: int, sms: int) -> float:
+    """How much slower a layer's GEMMs run split over ``tensor_parallel`` and ``context``
+    ranks than whole, for their waves alone (1 where the split fills the SMs as well)."""
+    whole = wave_efficiency(tokens, widths, 1, sms)
+    return whole / wave_efficiency(tokens / context, widths, tensor_parallel, sms)
+
+
+def _computed(
+    layout: Layout, profile: StepProfile, shape: ModelShape | None, done: Work, net: Network
+) -> tuple[float, float, float]:
+    """One micro-batch's forward, backward and recomputation on one GPU of ``layout``: the
+    work split over its tensor, pipeline and context ranks, at the GEMM waves' efficiency
+    of the split."""
+    t, p, c = layout.tensor_parallel, layout.pipeline_parallel, layout.context_parallel
+    slower = 1.0
+    if shape is not None and net.sms:
+        widths = (shape.hidden, shape.heads, shape.kv_heads, shape.ffn, shape.gated)
+        slower = _slowdown(profile.tokens_per_step, widths, t, c, net.sms)
+    forward = done.forward_s / (t * p * c) * slower
+    backward = done.backward_s / (t * p * c) * slower
+    recompute = forward if layout.activation_checkpointing == "full" else 0.0
+    return forward, backward, recompute
+
+
+def _outside(
+    layout: Layout, profile: StepProfile, done: Work, params: scaling.Params
+) -> tuple[float, float]:
+    """The step's optimizer update on one GPU of ``layout`` and the host's time."""
+    t, p = layout.tensor_parallel, layout.pipeline_parallel
+    ranks = layout.shard_group
+    optimizer = done.optimizer_s / (t * p)
+    if layout.zero_stage >= 1:
+        optimizer /= ranks
+    if layout.offload != "none":  # the update runs on the host, the shard crosses PCIe
+        optimizer = _offloaded(profile, t * p * (ranks if layout.zero_stage else 1))
+    host = done.host_s + done.launch_s * layout.gradient_accumulation / p
+    if layout.gpus > 1 and done.host_s:
+        host += params.sync_us * 1e-6
+    return optimizer, host
+
+
+def _rate_bound(
+    layout: Layout, profile: StepProfile, shape: ModelShape | None, done: Work, net: Network,
+    params: scaling.Params = scaling.DEFAULT,
+) -> float:  # fmt: skip
+    """Samples per second ``layout`` cannot exceed: :func:`layout_step` without its
+    communication (which only adds time)."""
+    busy = sum(_computed(layout, profile, shape, done, net))
+    m, p = layout.gradient_accumulation, layout.pipeline_parallel
+    step = (
+        busy * m
+        + (p - 1) / layout.virtual_stages * busy
+        + sum(_outside(layout, profile, done, params))
+    )
+    samples = profile.samples_per_step * m * layout.data_parallel
+    return samples / step if step > 0 else math.inf
+
+
 def layout_step(
     layout: Layout,
     profile: StepProfile,
@@ -435,15 +495,9 @@ def layout_step(
 ) -> LayoutStep:
     """The step of ``layout`` for a micro-batch of ``profile`` (``done``: its work on one
     GPU; ``model_flops``: its forward and backward FLOPs, whole model)."""
-    t, p, c = layout.tensor_parallel, layout.pipeline_parallel, layout.context_parallel
+    p = layout.pipeline_parallel
     m = layout.gradient_accumulation
-    slower = 1.0
-    if shape is not None and net.sms:
-        whole = wave_efficiency(profile.tokens_per_step, shape, 1, net.sms)
-        slower = whole / wave_efficiency(profile.tokens_per_step / c, shape, t, net.sms)
-    forward = done.forward_s / (t * p * c) * slower
-    backward = done.backward_s / (t * p * c) * slower
-    recompute = forward if layout.activation_checkpointing == "full" else 0.0
+    forward, backward, recompute = _computed(layout, profile, shape, done, net)
     uses: list[LinkUse] = []
     if shape is not None:
         x = _Micro(layout, profile, shape, net, forward, backward, recompute,
@@ -455,15 +509,7 @@ def layout_step(
         forward + backward + recompute + (exposed.get("tensor", 0) + exposed.get("context", 0)) / m
     )
     bubble = (p - 1) / layout.virtual_stages * micro
-    ranks = layout.shard_group
-    optimizer = done.optimizer_s / (t * p)
-    if layout.zero_stage >= 1:
-        optimizer /= ranks
-    if layout.offload != "none":  # the update runs on the host, the shard crosses PCIe
-        optimizer = _offloaded(profile, t * p * (ranks if layout.zero_stage else 1))
-    host = done.host_s + done.launch_s * m / p
-    if layout.gpus > 1 and done.host_s:
-        host += params.sync_us * 1e-6
+    optimizer, host = _outside(layout, profile, done, params)
     send, dp = exposed.get("pipeline", 0.0), exposed.get("data", 0.0)
     step = micro * m + bubble + send + dp + optimizer + host
     d = layout.data_parallel
@@ -631,22 +677,14 @@ def planned_at(
     mode: MathMode,
     usable_bytes: float,
     global_batch: int | None = None,
-    fitting_only: bool = False,
-    sized: Sequence[tuple[Layout, LayoutMemory]] | None = None,
 ) -> list[Planned]:
     """Every valid layout of ``count`` GPUs with its memory and step; where two differ in
-    nothing measured (same memory and step), the one with fewer options switched on.
-    ``fitting_only``: the layouts that fit ``usable_bytes`` (the others are not timed).
-    ``sized``: :func:`sized_at` for these arguments, where the caller keeps it for several
-    GPU types."""
-    if sized is None:
-        sized = sized_at(count, profile, shape, net.gpus_per_node, global_batch)
+    nothing measured (same memory and step), the one with fewer options switched on."""
+    sized = sized_at(count, profile, shape, net.gpus_per_node, global_batch)
     flops = model_flops(profile)
     out: list[Planned] = []
     seen: set[tuple[float, float]] = set()
     for layout, held in sized:
-        if fitting_only and held.total_bytes > usable_bytes:
-            break  # least memory first: none after fits either
         found = plan_layout(layout, profile, shape, done, net, mode, usable_bytes, held, flops)
         key = (round(found.memory.total_bytes), round(found.step.step_s, 9))
         if key in seen:
@@ -654,6 +692,38 @@ def planned_at(
         seen.add(key)
         out.append(found)
     return ranked(out)
+
+
+def fastest_fitting(
+    profile: StepProfile,
+    shape: ModelShape | None,
+    done: Work,
+    net: Network,
+    mode: MathMode,
+    usable_bytes: float,
+    sized: Sequence[tuple[Layout, LayoutMemory]],
+) -> Planned | None:
+    """The first of :func:`planned_at` where it fits ``usable_bytes`` (the fastest fitting
+    layout; at equal throughput the one holding less memory), found without timing every
+    layout: the fitting ones are timed from the highest bound on their throughput down
+    (:func:`_rate_bound`), until the fastest found beats every bound left."""
+    flops = model_flops(profile)
+    bounded = []
+    for index, (layout, held) in enumerate(sized):
+        if held.total_bytes > usable_bytes:
+            break  # least memory first: none after fits either
+        bounded.append((-_rate_bound(layout, profile, shape, done, net), index, layout, held))
+    bounded.sort(key=lambda row: (row[0], row[1]))
+    best: tuple[float, float, int] | None = None
+    found: Planned | None = None
+    for negative_bound, index, layout, held in bounded:
+        if best is not None and -negative_bound < -best[0] * (1 - 1e-9):
+            break
+        planned = plan_layout(layout, profile, shape, done, net, mode, usable_bytes, held, flops)
+        key = (-planned.step.samples_per_s, planned.memory.total_bytes, index)
+        if best is None or key < best:
+            best, found = key, planned
+    return found
 
 
 _TIMED = tuple(f.name for f in fields(Layout) if f.name != "activation_checkpointing")

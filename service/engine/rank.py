@@ -36,9 +36,9 @@ from service.engine.layout import Layout, LayoutMemory, ModelShape
 from service.engine.parallel import (
     Network,
     Planned,
+    fastest_fitting,
     layout_inference,
     network,
-    planned_at,
     sized_at,
     work,
 )
@@ -247,8 +247,7 @@ def _described_runs(
         usable = gpu.memory_gb * 2**30 * USABLE_MEMORY_SHARE
 
         def fastest(n: int) -> Planned | None:
-            fits = planned_at(n, profile, shape, done, net, mode, usable, batch, True, sized(n))  # noqa: B023
-            return fits[0] if fits else None
+            return fastest_fitting(profile, shape, done, net, mode, usable, sized(n))  # noqa: B023
 
         def fits(n: int) -> bool:
             table = sized(n)

@@ -9,7 +9,7 @@ import pytest
 
 from profiles.catalog import Catalog
 from profiles.description import resolve
-from profiles.profile import Memory, profile
+from profiles.profile import CONTEXT_BYTES, Memory, profile
 from profiles.workload import WorkloadSchema
 from service.engine.layout import (
     LAYER_TOTAL,
@@ -204,3 +204,25 @@ def test_every_layout_listed_keeps_the_rules() -> None:
         assert layout.gpus == 16
     assert {layout.tensor_parallel for layout in found} == {1, 2, 4, 8}
     assert not any(layout.zero_stage and layout.data_parallel == 1 for layout in found)
+
+
+def test_fragmentation_follows_what_each_gpu_allocates(llama70b: dict[str, Any]) -> None:
+    """The allocator's fragmentation (10%) is counted on what a GPU itself holds of the
+    step's transient memory at its peak (activations, temporaries and KV cache, less what
+    the backward has freed), not on the whole model's on one GPU: recomputation, which
+    keeps a layer's input instead of its activations, cuts it tenfold."""
+    memory = Memory.from_dict(llama70b["memory"])
+    shape = ModelShape.from_profile(llama70b)
+    overheads = {}
+    for checkpointing in ("none", "full"):
+        layout = Layout(16, zero_stage=3, activation_checkpointing=checkpointing)
+        held = memory_per_gpu(memory, layout, shape, True)
+        transient = (
+            held.activations_bytes
+            + held.temporary_peak_bytes
+            + held.kv_cache_bytes
+            - held.freed_before_peak_bytes
+        )
+        assert held.runtime_overhead_bytes == pytest.approx(CONTEXT_BYTES + 0.1 * transient)
+        overheads[checkpointing] = held.runtime_overhead_bytes
+    assert overheads["full"] < overheads["none"] / 10
