@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from knowledge import records
@@ -29,6 +30,14 @@ class Knowledge:
     workloads: dict[str, records.Workload]
     benchmarks: list[records.Benchmark]
     unresolved: list[str] = field(default_factory=list)
+
+    @cached_property
+    def offers_by_gpu(self) -> dict[str, list[records.Offer]]:
+        """The cloud offers of each GPU id, in catalog order."""
+        out: dict[str, list[records.Offer]] = {}
+        for offer in self.offers:
+            out.setdefault(offer.gpu_id, []).append(offer)
+        return out
 
     def resolve_gpu(self, name: str) -> str | None:
         """The GPU id that ``name`` (an id, a product name or an alias) stands for, or None."""

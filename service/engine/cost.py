@@ -9,12 +9,12 @@ are in USD; a month is :data:`HOURS_PER_MONTH` hours.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from knowledge import Knowledge
-from knowledge.records import Gpu
+from knowledge.records import Gpu, Offer, OfferPrice
 from service.engine.errors import InvalidRequest
 
 HOURS_PER_MONTH = 730.0
@@ -242,21 +242,17 @@ class CloudCost:
         return asdict(self)
 
 
-def cloud_offers(
-    knowledge: Knowledge,
-    gpu_id: str,
-    count: int,
-    usage: Usage,
-    providers: Collection[str] | None = None,
-    regions: Collection[str] | None = None,
-) -> list[CloudCost]:
-    """Every regional price of every offer of whole ``gpu_id`` GPUs, cheapest per GPU-hour
-    first: on demand; spot for interruptible work; committed (reserved) for steady use."""
-    out = []
-    for offer in knowledge.offers:
-        if offer.gpu_id != gpu_id or offer.gpu_count < 1:
-            continue
-        if providers and offer.provider not in providers:
+_Priced = tuple[Offer, OfferPrice, str, int, float, float]
+
+
+def _priced(
+    knowledge: Knowledge, gpu_id: str, count: int, usage: Usage,
+    providers: Collection[str] | None, regions: Collection[str] | None,
+) -> Iterator[_Priced]:  # fmt: skip
+    """Each (offer, regional price, pricing) of whole ``gpu_id`` GPUs, in catalog order, with
+    the instances ``count`` GPUs take, the price per GPU-hour used and the monthly cost."""
+    for offer in knowledge.offers_by_gpu.get(gpu_id, ()):
+        if offer.gpu_count < 1 or (providers and offer.provider not in providers):
             continue
         instances = math.ceil(count / offer.gpu_count)
         for price in offer.prices:
@@ -273,23 +269,58 @@ def cloud_offers(
                 monthly = usage.gpu_hours_per_month * per_gpu_hour
                 if pricing == "reserved":  # committed: every hour is billed, used or not
                     monthly = instances * rate * HOURS_PER_MONTH
-                out.append(
-                    CloudCost(
-                        offer.id,
-                        offer.provider,
-                        offer.instance_type,
-                        price.region,
-                        price.catalog_date.isoformat(),
-                        price.source,
-                        pricing,
-                        offer.gpu_count,
-                        instances,
-                        per_gpu_hour,
-                        monthly,
-                        monthly * usage.horizon_months,
-                    )
-                )
-    return sorted(out, key=lambda c: c.usd_per_gpu_hour)
+                yield offer, price, pricing, instances, per_gpu_hour, monthly
+
+
+def _cloud_cost(priced: _Priced, usage: Usage) -> CloudCost:
+    offer, price, pricing, instances, per_gpu_hour, monthly = priced
+    return CloudCost(
+        offer.id,
+        offer.provider,
+        offer.instance_type,
+        price.region,
+        price.catalog_date.isoformat(),
+        price.source,
+        pricing,
+        offer.gpu_count,
+        instances,
+        per_gpu_hour,
+        monthly,
+        monthly * usage.horizon_months,
+    )
+
+
+def cloud_offers(
+    knowledge: Knowledge,
+    gpu_id: str,
+    count: int,
+    usage: Usage,
+    providers: Collection[str] | None = None,
+    regions: Collection[str] | None = None,
+) -> list[CloudCost]:
+    """Every regional price of every offer of whole ``gpu_id`` GPUs, cheapest per GPU-hour
+    first: on demand; spot for interruptible work; committed (reserved) for steady use."""
+    found = _priced(knowledge, gpu_id, count, usage, providers, regions)
+    return sorted((_cloud_cost(x, usage) for x in found), key=lambda c: c.usd_per_gpu_hour)
+
+
+def cheapest_offers(
+    knowledge: Knowledge,
+    gpu_id: str,
+    count: int,
+    usage: Usage,
+    providers: Collection[str] | None = None,
+    regions: Collection[str] | None = None,
+) -> list[CloudCost]:
+    """Of :func:`cloud_offers`, the cheapest per month of each provider and pricing, cheapest
+    first (at equal cost, cheaper per GPU-hour, then in catalog order)."""
+    best: dict[tuple[str, str], tuple[tuple[float, float, int], _Priced]] = {}
+    for index, x in enumerate(_priced(knowledge, gpu_id, count, usage, providers, regions)):
+        offer, _, pricing, _, per_gpu_hour, monthly = x
+        key, group = (monthly, per_gpu_hour, index), (offer.provider, pricing)
+        if group not in best or key < best[group][0]:
+            best[group] = (key, x)
+    return [_cloud_cost(x, usage) for _, x in sorted(best.values(), key=lambda kx: kx[0])]
 
 
 def break_even_gpu_hours_per_month(

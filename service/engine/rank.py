@@ -441,15 +441,11 @@ def _deployments(
                              own.cost_per_gpu_hour_usd, onprem=own, usage=usage,
                              served=run.served))  # fmt: skip
     if allowed != "on-premise":
-        seen: set[tuple[str, str]] = set()
         c = s.constraints
-        offers = cost.cloud_offers(
+        offers = cost.cheapest_offers(
             service.knowledge, run.gpu.id, run.count, usage, c.get("providers"), c.get("regions")
         )
-        for offer in sorted(offers, key=lambda o: o.monthly_usd):
-            if (offer.provider, offer.pricing) in seen:
-                continue
-            seen.add((offer.provider, offer.pricing))
+        for offer in offers:
             out.append(Candidate(run.gpu, run.count, run.planned, run.step_s,
                                  run.samples_per_s, job_hours, hours_per_unit, "cloud",
                                  offer.pricing, offer.provider, 0.0, offer.monthly_usd,

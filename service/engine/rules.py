@@ -33,6 +33,7 @@ from typing import Any
 
 import rule_engine
 import yaml
+from rule_engine import ast
 
 DataType = rule_engine.DataType
 
@@ -178,6 +179,22 @@ class RuleLoadError(Exception):
         self.rule_id = rule_id
 
 
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """A symbol whose value alone can make a condition false: null always; false where the
+    condition is the symbol itself (``x and ...``); another string where it must equal
+    ``equals`` (``x == 'cloud' and ...``)."""
+
+    name: str
+    itself: bool = False
+    equals: str | None = None
+
+    def passes(self, value: Any) -> bool:
+        if value is None or (self.itself and value is False):
+            return False
+        return self.equals is None or not isinstance(value, str) or value == self.equals
+
+
 @dataclass(frozen=True)
 class Rule:
     id: str
@@ -193,11 +210,14 @@ class Rule:
     saving: str | None  # trace rules: the symbol holding the share of the step saved
     compiled: Any
     reads: tuple[str, ...] = ()  # the symbols ``condition`` names
+    guards: tuple[Guard, ...] = ()  # where one fails, the condition is not evaluated
 
     def matches(self, context: Mapping[str, Any], memo: dict[Any, bool] | None = None) -> bool:
         """Whether the condition holds in ``context`` (a comparison with a null value does
         not hold). ``memo``: results by the values of the symbols read, shared by the many
         contexts of one request that differ elsewhere."""
+        if not all(guard.passes(context.get(guard.name)) for guard in self.guards):
+            return False
         key = None
         if memo is not None:
             key = (self.id, *(context.get(name) for name in self.reads))
@@ -259,6 +279,29 @@ def _context(scope: str, read: list[str]) -> rule_engine.Context:
     return rule_engine.Context(type_resolver=noted, default_value=None)
 
 
+def _guards(expression: Any) -> tuple[Guard, ...]:
+    """What the top-level conjuncts of a parsed condition need of single symbols: a value
+    where a conjunct tests it against null (``x != null``) or compares it in order (``x >
+    1``: an evaluation error with a null, which does not hold); true where it is the
+    symbol (``x``); a string where it compares the symbol with one (``x == 'cloud'``)."""
+    if isinstance(expression, ast.LogicExpression) and expression.type == "and":
+        return (*_guards(expression.left), *_guards(expression.right))
+    if isinstance(expression, ast.SymbolExpression):
+        return (Guard(expression.name, itself=True),)
+    sides = (getattr(expression, "left", None), getattr(expression, "right", None))
+    names = [x.name for x in sides if isinstance(x, ast.SymbolExpression)]
+    if isinstance(expression, ast.ArithmeticComparisonExpression):
+        return tuple(Guard(name) for name in names)
+    found: tuple[Guard, ...] = ()
+    if isinstance(expression, ast.ComparisonExpression) and len(names) == 1:
+        literal = next((x.value for x in sides if isinstance(x, ast.StringExpression)), None)
+        if expression.type == "ne" and any(isinstance(x, ast.NullExpression) for x in sides):
+            found = (Guard(names[0]),)
+        elif expression.type == "eq" and literal is not None:
+            found = (Guard(names[0], equals=literal),)
+    return found
+
+
 def _suggest(name: str, scope: str) -> str:
     known = [n for n, (_, scopes, _) in SYMBOLS.items() if scope in scopes]
     close = difflib.get_close_matches(name, known, n=3)
@@ -304,9 +347,10 @@ def _compile(path: Path, raw: Mapping[str, Any]) -> Rule:
     as_of = raw["as_of"]
     if not isinstance(as_of, dt.date):
         raise RuleLoadError(path, rid, "as_of is a date (YYYY-MM-DD)")
+    guards = tuple(dict.fromkeys(_guards(compiled.statement.expression)))
     return Rule(rid, str(raw["title"]), scope, effect, raw["when"], str(raw["message"]),
                 str(raw["source"]), as_of, int(raw["myth"]), factor, saving, compiled,
-                tuple(read))  # fmt: skip
+                tuple(read), guards)  # fmt: skip
 
 
 @dataclass(frozen=True)

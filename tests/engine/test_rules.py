@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import rule_engine
 
-from service.engine.rules import SYMBOLS, RuleBook, RuleLoadError, rulebook
+from service.engine.rules import SYMBOLS, Guard, RuleBook, RuleLoadError, rulebook
 
 # a context that fires no rule of any scope; each case below changes a few symbols
 QUIET: dict[str, Any] = {
@@ -121,6 +122,40 @@ def test_rule_fires_on_its_case_and_not_without_it(rule_id: str) -> None:
     assert rule.source
     assert rule.as_of.year >= 2009
     assert rule_id not in [f.rule.id for f in book.fire(rule.scope, QUIET)]
+
+
+@pytest.mark.parametrize("rule_id", sorted(FIRING))
+def test_a_guard_skips_only_what_the_condition_would_refuse(rule_id: str) -> None:
+    """A rule is not evaluated where a symbol it guards on is null (or false, where the
+    condition tests the symbol itself, or another string, where it must equal one): in its
+    firing context with that symbol so, the compiled condition does not hold either (or
+    cannot be evaluated, which does not hold)."""
+    rule = next(r for r in rulebook().rules if r.id == rule_id)
+    firing = {**QUIET, **FIRING[rule_id]}
+    assert rule.matches(firing)
+    for guard in rule.guards:
+        failing: list[Any] = [None, False] if guard.itself else [None]
+        if guard.equals is not None:
+            failing.append(guard.equals + "-not")
+        for value in failing:
+            context = {**firing, guard.name: value}
+            assert not rule.matches(context)
+            try:
+                held = rule.compiled.matches(context)
+            except rule_engine.EvaluationError:
+                held = False
+            assert not held, (guard, value)
+
+
+def test_most_rules_have_guards() -> None:
+    """Conditions start with the constraint or measurement they need (``budget != null
+    and ...``): those are read off the parsed condition, not spelled again."""
+    rules = rulebook().rules
+    assert sum(bool(r.guards) for r in rules) >= len(rules) * 2 // 3
+    budget = next(r for r in rules if r.id == "budget-monthly")
+    assert budget.guards == (Guard("budget_monthly_usd"), Guard("monthly_usd"))
+    owns = next(r for r in rules if r.id == "steady-use-owns")
+    assert Guard("deployment", equals="on-premise") in owns.guards
 
 
 def test_message_fields_are_formatted_and_null_shows_as_na() -> None:
