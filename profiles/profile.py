@@ -20,6 +20,7 @@ import torch
 
 from profiles.build import build
 from profiles.counting import KERNELS_PER_TIME_STEP, KINDS, ProfileTimeout, Totals
+from profiles.depth import COUNTED, deeper, may_deepen, shallow, uniform_layers
 from profiles.description import ResolvedModel
 from profiles.errors import InvalidDescription, ProfileTooSlow
 from profiles.lora import NF4_BYTES_PER_PARAMETER, apply_lora
@@ -265,14 +266,28 @@ def _profile(model: ResolvedModel, workload: Workload, time_limit_s: float) -> P
     deadline = start + time_limit_s
     try:
         runnable, counts = _runnable(model, workload, deadline, time_limit_s)
-        mixed = workload.precision in ("bf16", "fp16", "fp8")
-        if workload.trains:
-            measured = train_step(runnable, workload, mixed, deadline)
-        else:
-            measured = inference(runnable, workload, deadline)
+        measured = None
+        layers = uniform_layers(model)
+        if layers is not None:  # see profiles.depth
+            found: list[Measured] = []
+            for n in COUNTED:
+                small, _ = _runnable(shallow(model, n), workload, deadline, time_limit_s)
+                found.append(_measure(small, workload, deadline))
+                if len(found) == 2 and not may_deepen(*found):
+                    break
+            measured = deeper(found, layers)
+        if measured is None:
+            measured = _measure(runnable, workload, deadline)
     except ProfileTimeout:
         raise ProfileTooSlow(time_limit_s) from None
     return _assemble(model, workload, runnable, counts, measured, time.monotonic() - start)
+
+
+def _measure(runnable: Runnable, workload: Workload, deadline: float) -> Measured:
+    if workload.trains:
+        mixed = workload.precision in ("bf16", "fp16", "fp8")
+        return train_step(runnable, workload, mixed, deadline)
+    return inference(runnable, workload, deadline)
 
 
 def _assemble(
