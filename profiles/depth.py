@@ -41,20 +41,19 @@ def shallow(model: ResolvedModel, layers: int) -> ResolvedModel:
     return replace(model, spec=replace(model.spec, layers=layers))
 
 
-def _step(a: float, b: float, c: float) -> float | None:
-    """What each layer adds, where the second and third layers add the same."""
-    return b - a if c - b == b - a else None
-
-
-def _totals(found: Sequence[Totals], layers: int) -> Totals | None:
-    out = {}
-    for f in fields(Totals):
-        a, b, c = (getattr(t, f.name) for t in found)
-        step = _step(a, b, c)
-        if step is None:
-            return None
-        out[f.name] = a + (layers - 1) * step
-    return Totals(**out)
+def _grown(values: Sequence[Any], layers: int) -> Any:
+    """A count (or :class:`Totals`) at ``layers`` layers from its values at 1, 2 and 3, where
+    the second and third layers add the same (None otherwise)."""
+    if isinstance(values[0], Totals):
+        out = {}
+        for f in fields(Totals):
+            grown = _grown([getattr(t, f.name) for t in values], layers)
+            if grown is None:
+                return None
+            out[f.name] = grown
+        return Totals(**out)
+    a, b, c = values
+    return a + (layers - 1) * (b - a) if c - b == b - a else None
 
 
 def _table(found: Sequence[Mapping[K, Any]], layers: int) -> dict[K, Any] | None:
@@ -62,12 +61,7 @@ def _table(found: Sequence[Mapping[K, Any]], layers: int) -> dict[K, Any] | None
         return None
     out: dict[K, Any] = {}
     for key in found[0]:
-        values = [t[key] for t in found]
-        if isinstance(values[0], Totals):
-            grown = _totals(values, layers)
-        else:
-            step = _step(*values)
-            grown = None if step is None else values[0] + (layers - 1) * step
+        grown = _grown([t[key] for t in found], layers)
         if grown is None:
             return None
         out[key] = grown
@@ -76,49 +70,41 @@ def _table(found: Sequence[Mapping[K, Any]], layers: int) -> dict[K, Any] | None
 
 def deeper(found: Sequence[Measured], layers: int) -> Measured | None:
     """The step of ``layers`` layers from the steps of 1, 2 and 3 (``found``), or None where
-    they do not grow by whole layers."""
+    they do not grow by whole layers or the peak could move (:func:`may_deepen`: the third
+    layer adding what the second did, what holds for 1 to 2 holds from there on)."""
     if len(found) != len(COUNTED) or any(m.notes != found[0].notes for m in found):
+        return None
+    if not may_deepen(found[0], found[1]):
         return None
     totals = _table([m.totals for m in found], layers)
     by_op = _table([m.by_op for m in found], layers)
     launches = _table([m.launches for m in found], layers)
-    if totals is None or by_op is None or launches is None:
-        return None
-    if not may_deepen(found[0], found[1]):
-        return None
-    counts, steps = {}, {}
-    for f in fields(Measured):
-        if f.name in ("totals", "by_op", "launches", "notes"):
-            continue
-        step = _step(*(getattr(m, f.name) for m in found))
-        if step is None:
-            return None
-        counts[f.name] = getattr(found[0], f.name) + (layers - 1) * step
-        steps[f.name] = step
-    if not _peaks_keep_growing(steps):
+    counts = _table([_counts(m) for m in found], layers)
+    if totals is None or by_op is None or launches is None or counts is None:
         return None
     return Measured(
         totals=totals, by_op=by_op, launches=launches, notes=list(found[0].notes), **counts
     )
 
 
+def _counts(measured: Measured) -> dict[str, Any]:
+    """The step's single figures (memory), by field."""
+    skip = ("totals", "by_op", "launches", "notes")
+    return {f.name: getattr(measured, f.name) for f in fields(Measured) if f.name not in skip}
+
+
 def may_deepen(one: Measured, two: Measured) -> bool:
-    """Whether the steps of one and two layers leave the peaks where they are as layers are
-    added (:func:`_peaks_keep_growing`): the third layer is not counted otherwise."""
-    names = ("activations_bytes", "gradient_bytes", "kv_cache_bytes", "temporary_peak_bytes",
-             "freed_before_peak_bytes")  # fmt: skip
-    return _peaks_keep_growing({n: getattr(two, n) - getattr(one, n) for n in names})
-
-
-def _peaks_keep_growing(steps: Mapping[str, float]) -> bool:
-    """Whether the peaks the 1-3 layer steps show stay the peaks at any depth. Live memory at
-    any moment of a step is what is held in a few places (the forward's end, a layer of the
-    backward, its end) each growing by a whole layer's activations, gradients or KV cache per
-    layer, or by nothing: the peak is the largest of them, and one that peaks at 1-3 layers
-    stays the largest only if it grows at least as fast as any other could (a full step's
-    gradients outgrowing its activations move the peak to the backward's end as layers are
-    added: such a step is counted whole)."""
-    a, g, kv = steps["activations_bytes"], steps["gradient_bytes"], steps["kv_cache_bytes"]
-    held = a + steps["temporary_peak_bytes"] + kv  # the peak without gradients
-    with_gradients = held + g - steps["freed_before_peak_bytes"]
+    """Whether the peaks the steps of one and two layers show stay the peaks at any depth
+    (the third layer is not counted otherwise). Live memory at any moment of a step is what
+    is held in a few places (the forward's end, a layer of the backward, its end), each
+    growing by a whole layer's activations, gradients or KV cache per layer, or by nothing:
+    the peak is the largest of them, and one that peaks at 1-2 layers stays the largest only
+    if it grows at least as fast as any other could (a full step's gradients outgrowing its
+    activations move the peak to the backward's end as layers are added: such a step is
+    counted whole)."""
+    a = two.activations_bytes - one.activations_bytes
+    g = two.gradient_bytes - one.gradient_bytes
+    kv = two.kv_cache_bytes - one.kv_cache_bytes
+    held = a + two.temporary_peak_bytes - one.temporary_peak_bytes + kv  # without gradients
+    with_gradients = held + g - (two.freed_before_peak_bytes - one.freed_before_peak_bytes)
     return held >= max(a, kv) and with_gradients >= max(a, g, kv)

@@ -290,6 +290,12 @@ def _measure(runnable: Runnable, workload: Workload, deadline: float) -> Measure
     return inference(runnable, workload, deadline)
 
 
+def runtime_overhead_bytes(transient: float) -> float:
+    """The CUDA context and workspaces, and the allocator's fragmentation on the step's
+    transient memory (what is allocated and freed within it, at its peak)."""
+    return CONTEXT_BYTES + FRAGMENTATION * transient
+
+
 def _assemble(
     model: ResolvedModel,
     workload: Workload,
@@ -323,7 +329,7 @@ def _assemble(
         activations_bytes=measured.activations_bytes,
         kv_cache_bytes=measured.kv_cache_bytes,
         temporary_peak_bytes=measured.temporary_peak_bytes,
-        runtime_overhead_bytes=CONTEXT_BYTES + FRAGMENTATION * transient,
+        runtime_overhead_bytes=runtime_overhead_bytes(transient),
         freed_before_peak_bytes=measured.freed_before_peak_bytes,
     )
     model_info = {

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from profiles.profile import CONTEXT_BYTES, FRAGMENTATION, Memory
+from profiles.profile import Memory, runtime_overhead_bytes
 from service.engine.errors import InvalidRequest
 
 CHECKPOINTING = ("none", "selective", "full")
@@ -370,7 +370,8 @@ def memory_per_gpu(
     freed = min(freed, activations, grads) if trains else 0.0
     temporary = memory.temporary_peak_bytes / layout.tensor_parallel
     # the allocator's fragmentation grows with what this GPU allocates and frees in a step,
-    # not with the whole model's activations on one GPU (the profile's figure)
+    # not with the whole model's activations on one GPU (the profile's figure); never
+    # negative: ``freed`` is at most the activations
     transient = activations + temporary + kv - freed
     return LayoutMemory(
         parameters_bytes=params,
@@ -381,7 +382,7 @@ def memory_per_gpu(
         activations_bytes=activations,
         kv_cache_bytes=kv,
         temporary_peak_bytes=temporary,
-        runtime_overhead_bytes=CONTEXT_BYTES + FRAGMENTATION * max(0.0, transient),
+        runtime_overhead_bytes=runtime_overhead_bytes(transient),
         freed_before_peak_bytes=freed,
         cpu_bytes=cpu,
     )
