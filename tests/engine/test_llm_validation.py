@@ -64,6 +64,7 @@ def test_the_shipped_optimized_stack_is_what_the_fit_finds(
     assert found.efficiency_8bit == pytest.approx(OPTIMIZED.efficiency_8bit, abs=0.011)
     assert found.efficiency_16bit == pytest.approx(OPTIMIZED.efficiency_16bit, abs=0.011)
     assert found.attention_share == pytest.approx(OPTIMIZED.attention_share, abs=0.01)
+    assert found.host_s == pytest.approx(OPTIMIZED.host_s, abs=0.01)
 
 
 def _gaps(report: list[dict[str, Any]], table: str) -> list[float]:
@@ -76,26 +77,27 @@ def test_golden_mfu_of_the_published_tables(
     """Each published row's printed layout, predicted on the optimized stack and turned
     into the figure the source prints with the source's own FLOP count.
 
-    - llm-foundry MPT 7B-70B on H100, bf16, FSDP (the 16-bit efficiency and attention's
-      share are fitted here): median gap within 5 points of MFU, every row within 15 (the
-      runs without recomputation and the longest sequences are 7-14 points high).
-    - Megatron-LM Table 1 (A100, not fitted; 2021 attention materialised its scores): median
-      within 5 points of the A100's peak, every row within 7 (1T is 6 low).
-    - Llama 3 405B Table 4 (H100, not fitted): median within 5 points, every row within 6,
-      with the interleaved schedule's V taken as 8 (the paper does not print it; see
-      llm_published.yaml).
+    - llm-foundry MPT 7B-70B on H100, bf16, FSDP (the 16-bit efficiency, the host time per
+      step and attention's share are fitted here): every row within 5 points of MFU but
+      one, 30B at 8k tokens on 8 GPUs, 9 points high (its 4k run on the same layout is
+      within 1; no other model loses as much from 4k to 8k).
+    - Megatron-LM Table 1 (A100, not fitted; 2021 attention materialised its scores): every
+      row within 5 points of the A100's peak.
+    - Llama 3 405B Table 4 (H100, not fitted): median within 5 points, every row within 7
+      (128k tokens, context parallel 16, is 7 low), with the interleaved schedule's V taken
+      as 8 (the paper does not print it; see llm_published.yaml).
     """
     report = lv.published_report(published, model.step_model, knowledge)
     assert len(report) == 47
     foundry = _gaps(report, "llm-foundry-mpt-h100")
-    assert statistics.median(abs(g) for g in foundry) <= 5
-    assert max(abs(g) for g in foundry) <= 15
+    assert sum(abs(g) > lv.GOLDEN_POINTS for g in foundry) <= 1
+    assert statistics.median(abs(g) for g in foundry) <= 2
+    assert max(abs(g) for g in foundry) <= 10
     megatron = _gaps(report, "megatron-2021-table-1")
-    assert max(abs(g) for g in megatron) <= 7
-    assert statistics.median(abs(g) for g in megatron) <= 5
+    assert all(abs(g) <= lv.GOLDEN_POINTS for g in megatron)
     llama = _gaps(report, "llama3-2024-table-4")
-    assert statistics.median(abs(g) for g in llama) <= 5
-    assert all(abs(g) <= 6 for g in llama)
+    assert statistics.median(abs(g) for g in llama) <= lv.GOLDEN_POINTS
+    assert all(abs(g) <= 7 for g in llama)
 
 
 def test_published_flops_follow_the_sources(published: list[lv.PublishedCase]) -> None:

@@ -1,4 +1,5 @@
-"""The planner's search for the fastest fitting layout, against timing every layout."""
+"""The planner's search for the fastest fitting layout, against timing every layout; the
+step's data-parallel traffic and host time."""
 
 from __future__ import annotations
 
@@ -13,10 +14,22 @@ from profiles.profile import profile
 from profiles.workload import WorkloadSchema
 from service.engine.errors import InvalidRequest
 from service.engine.estimate import USABLE_MEMORY_SHARE
-from service.engine.layout import ModelShape
+from service.engine.layout import Layout, ModelShape
 from service.engine.model import PerformanceModel
-from service.engine.parallel import fastest_fitting, network, planned_at, sized_at, work
+from service.engine.parallel import (
+    OPTIMIZED,
+    OVERLAP_SLOWDOWN,
+    LayoutStep,
+    fastest_fitting,
+    layout_step,
+    model_flops,
+    network,
+    planned_at,
+    sized_at,
+    work,
+)
 from service.engine.roofline import math_mode
+from service.engine.scaling import DEFAULT
 from service.engine.step_profile import StepProfile
 
 
@@ -60,3 +73,47 @@ def test_the_bounded_search_finds_what_timing_every_layout_finds(
             assert fastest.step.step_s == every[0].step.step_s
     assert compared >= 100
     assert found >= compared / 2
+
+
+def _h100_step(
+    llama8b: dict[str, Any], model: PerformanceModel, knowledge: Knowledge, layout: Layout,
+    stack: str = "optimized",
+) -> LayoutStep:  # fmt: skip
+    gpu = knowledge.gpu("H100 SXM5 80GB")
+    step_profile = StepProfile.from_profile(llama8b)
+    mode = math_mode(gpu, "bf16")
+    done = work(step_profile, gpu, mode, stack, model.step_model)
+    shape = ModelShape.from_profile(llama8b)
+    net = network(knowledge, gpu, 8)
+    return layout_step(layout, step_profile, shape, done, net, mode.tensor_flops,
+                       model_flops(step_profile))  # fmt: skip
+
+
+def test_hidden_data_parallel_traffic_still_slows_the_computation_it_overlaps(
+    llama8b: dict[str, Any], model: PerformanceModel, knowledge: Knowledge
+) -> None:
+    """FSDP over 8 H100s on NVSwitch: the gathers and scatters hide behind the micro-batches,
+    and the step pays OVERLAP_SLOWDOWN of their time (the collectives' SMs and bandwidth);
+    one all-gather per layer in the forward and the backward and one reduce-scatter, each
+    paying the ring's latency, rather than DDP's gradient buckets."""
+    layout = Layout(data_parallel=8, zero_stage=3, micro_batch_size=1, gradient_accumulation=4)
+    step = _h100_step(llama8b, model, knowledge, layout)
+    (data,) = [u for u in step.links if u.group == "data"]
+    assert 0 < data.time_s < data.window_s  # hidden
+    assert step.data_parallel_s == pytest.approx(OVERLAP_SLOWDOWN * data.time_s)
+    link = data.link
+    bandwidth_s = data.bytes_per_step / (link.bandwidth_gb_per_s * 1e9 * DEFAULT.bandwidth_share)
+    latency_s = data.time_s - bandwidth_s
+    assert latency_s == pytest.approx(4 * 3 * 32 * 7 * link.latency_us * 1e-6)
+
+
+def test_the_optimized_stack_pays_its_host_time_once_per_optimizer_step(
+    llama8b: dict[str, Any], model: PerformanceModel, knowledge: Knowledge
+) -> None:
+    """A framework's time per step (logging, the loss's synchronisation, the data loader)
+    does not shrink with more micro-batches: it is paid once per optimizer step."""
+    one = _h100_step(llama8b, model, knowledge, Layout(gradient_accumulation=1))
+    four = _h100_step(llama8b, model, knowledge, Layout(gradient_accumulation=4))
+    assert OPTIMIZED.host_s > 0
+    assert one.host_s == four.host_s == pytest.approx(OPTIMIZED.host_s)
+    assert four.step_s - one.step_s == pytest.approx(3 * one.compute_s)
