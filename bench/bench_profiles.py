@@ -3,7 +3,10 @@
 Prints, each in a fresh process (imports done before timing starts):
 - cold profile time, Llama 3 70B and Llama 3.1 405B training (batch 1, 4096 tokens, bf16);
 - warm cached request: median server time of POST /v1/profiles over 200 requests;
-- the serving process's peak RSS while profiling 405B.
+- the serving process's peak RSS while profiling 405B;
+- a batch-size sweep (POST /v1/profiles, each batch size new): the first three batch sizes
+  of a model and workload are counted, later ones carried along their line
+  (profiles.batch) where the step allows it.
 Targets (issue 3): 70B <= 3 s, 405B <= 8 s, warm <= 5 ms, RSS <= 1.5 GB.
 
 Run: .venv/bin/python bench/bench_profiles.py
@@ -43,6 +46,44 @@ CHILD = textwrap.dedent(
 )
 
 
+SWEEP = textwrap.dedent(
+    """
+    import json, statistics, sys, time
+    from service import create_app
+    client = create_app().test_client()
+    model, workload = json.loads(sys.argv[1])
+    times = []
+    for batch in range(1, 24):
+        start = time.perf_counter()
+        body = {"model": model, "workload": {**workload, "batch_size": batch}}
+        response = client.post("/v1/profiles", json=body)
+        assert response.status_code == 200, response.get_data(as_text=True)
+        times.append(time.perf_counter() - start)
+    print(json.dumps({"counted_ms": statistics.median(times[:3]) * 1000,
+                      "later_ms": statistics.median(times[3:]) * 1000}))
+    """
+)
+SWEPT = [
+    ({"name": "llama-3-8b"},
+     {"task": "training", "seq_len": 4096, "precision": "bf16"}),
+    ({"name": "bert-base"},
+     {"task": "fine-tuning", "seq_len": 384, "precision": "fp16"}),
+    ({"name": "llama-3-8b"},
+     {"task": "inference", "prompt_tokens": 1024, "output_tokens": 256, "precision": "bf16"}),
+    ({"name": "resnet-50"},
+     {"task": "training", "image_size": 224, "precision": "fp16"}),
+]  # fmt: skip
+
+
+def sweep(model: dict[str, str], workload: dict[str, object]) -> dict[str, float]:
+    out = subprocess.run(
+        [sys.executable, "-c", SWEEP, json.dumps([model, workload])],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
 def measure(name: str) -> dict[str, float]:
     body = {
         "model": {"name": name},
@@ -63,6 +104,13 @@ def main() -> None:
             f"{r['counting_s']:.2f} s)  warm median {r['warm_median_ms']:.2f} ms (<= 5 ms)  "
             f"peak RSS {r['peak_rss_mb']:.0f} MB (<= 1500 MB; {r['rss_before_mb']:.0f} MB "
             "before the request)"
+        )
+    print("batch sizes 1-23 of one model and workload, each new to the service:")
+    for model, workload in SWEPT:
+        r = sweep(model, workload)
+        print(
+            f"  {model['name']:11s} {workload['task']:11s} first three (counted) median "
+            f"{r['counted_ms']:.0f} ms, the next twenty median {r['later_ms']:.0f} ms"
         )
 
 

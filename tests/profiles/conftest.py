@@ -9,12 +9,19 @@ from typing import Any
 
 import pytest
 
+from profiles import profile as profile_module
 from profiles.catalog import Catalog
 from profiles.description import resolve
 from profiles.profile import Profile, profile
 from profiles.workload import WorkloadSchema
 
 HF_CONFIGS = Path(__file__).parent / "fixtures" / "hf"
+
+
+@pytest.fixture(autouse=True)
+def counted_afresh() -> None:
+    """Each test starts without the batch sizes earlier tests counted (profiles.batch)."""
+    profile_module._LINES.clear()
 
 
 @pytest.fixture(scope="session")
