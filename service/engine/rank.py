@@ -605,7 +605,7 @@ def recommend(service: EstimateService, body: Mapping[str, Any]) -> dict[str, An
             c.context = _symbols(c, base, shared)
         candidates.extend(found)
     kept = []
-    memo: dict[Any, bool] = {}  # rule results by the values they read, for this request
+    memo = book.results()  # rule results by the values they read
     for c in candidates:  # first the exclusions, which compare nothing
         out = book.fire("candidate", c.context, EXCLUDE, memo)
         if out:

@@ -26,7 +26,7 @@ import hashlib
 import math
 import string
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
@@ -215,14 +215,15 @@ class Rule:
     def matches(self, context: Mapping[str, Any], memo: dict[Any, bool] | None = None) -> bool:
         """Whether the condition holds in ``context`` (a comparison with a null value does
         not hold). ``memo``: results by the values of the symbols read, shared by the many
-        contexts of one request that differ elsewhere."""
+        contexts that differ elsewhere (:meth:`RuleBook.results`)."""
         if not all(guard.passes(context.get(guard.name)) for guard in self.guards):
             return False
         key = None
         if memo is not None:
             key = (self.id, *(context.get(name) for name in self.reads))
-            if key in memo:
-                return memo[key]
+            found = memo.get(key)
+            if found is not None:
+                return found
         try:
             matched = bool(self.compiled.matches(context))
         except rule_engine.EvaluationError:
@@ -353,12 +354,25 @@ def _compile(path: Path, raw: Mapping[str, Any]) -> Rule:
                 tuple(read), guards)  # fmt: skip
 
 
+RESULTS_KEPT = 200_000  # rule results a book keeps by the values they read (then starts over)
+
+
 @dataclass(frozen=True)
 class RuleBook:
     """Every rule, compiled, in file order."""
 
     rules: tuple[Rule, ...]
     digest: str  # of the files' contents: answers cached under it change with the rules
+    _results: dict[Any, bool] = field(default_factory=dict, compare=False, repr=False)
+
+    def results(self) -> dict[Any, bool]:
+        """The book's rule results by rule and the values of the symbols it reads, shared by
+        every request the process answers (a rule's result is a function of those values
+        alone): two requests that differ in a budget evaluate again only the rules that read
+        it. Emptied once it holds :data:`RESULTS_KEPT`."""
+        if len(self._results) >= RESULTS_KEPT:
+            self._results.clear()
+        return self._results
 
     @classmethod
     def load(cls, directory: Path = RULES_DIR) -> RuleBook:

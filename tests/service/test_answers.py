@@ -3,6 +3,10 @@ process; the same request again gets the same bytes, anything else computes afre
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+import rule_engine
 from flask.testing import FlaskClient
 
 from service.api.answers import MEMO
@@ -90,3 +94,33 @@ def test_recommendations_that_differ_in_constraints_share_the_layout_search(
     assert monthly
     assert max(monthly) <= budget
     assert max(r["cost"]["monthly_usd"] for r in free["recommendations"]) > budget
+
+
+def test_a_new_budget_evaluates_only_the_rules_that_read_a_budget(
+    client: FlaskClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rule's result is a function of the values it reads: the rule book keeps them for
+    every request, so asking again under a budget evaluates, of the rules about each
+    candidate, only the budget's (on every candidate)."""
+    from service.engine.rules import rulebook
+
+    body = {
+        "model": {"name": "gpt2"},
+        "workload": {"task": "training", "batch_size": 8, "seq_len": 512},
+        "constraints": {"max_gpus": 4},
+    }
+    assert client.post("/v1/recommendations", json=body).status_code == 200
+    by_rule = {id(r.compiled): r for r in rulebook().rules}
+    evaluated: list[str] = []
+    matches = rule_engine.Rule.matches
+
+    def spied(self: rule_engine.Rule, thing: Any, **kwargs: Any) -> bool:
+        evaluated.append(by_rule[id(self)].id)
+        return bool(matches(self, thing, **kwargs))
+
+    monkeypatch.setattr(rule_engine.Rule, "matches", spied)
+    budgeted = {**body, "constraints": {"max_gpus": 4, "budget_monthly_usd": 1234.5}}
+    answer = client.post("/v1/recommendations", json=budgeted)
+    assert answer.status_code == 200
+    candidate = {r.id for r in rulebook().scoped("candidate")}
+    assert {rule for rule in evaluated if rule in candidate} == {"budget-monthly"}
