@@ -216,11 +216,12 @@ class Rule:
         """Whether the condition holds in ``context`` (a comparison with a null value does
         not hold). ``memo``: results by the values of the symbols read, shared by the many
         contexts that differ elsewhere (:meth:`RuleBook.results`)."""
-        if not all(guard.passes(context.get(guard.name)) for guard in self.guards):
-            return False
+        for guard in self.guards:
+            if not guard.passes(context.get(guard.name)):
+                return False
         key = None
         if memo is not None:
-            key = (self.id, *(context.get(name) for name in self.reads))
+            key = (self.id, *map(context.get, self.reads))
             found = memo.get(key)
             if found is not None:
                 return found
