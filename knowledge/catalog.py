@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from knowledge import records
 from knowledge.aliases import AliasIndex, normalise_name
@@ -38,6 +39,12 @@ class Knowledge:
         for offer in self.offers:
             out.setdefault(offer.gpu_id, []).append(offer)
         return out
+
+    @cached_property
+    def derived(self) -> dict[Any, Any]:
+        """Tables callers derive from this knowledge, kept as long as it is (each caller
+        keys its own by a tuple naming it, e.g. service.engine.cost's cheapest offers)."""
+        return {}
 
     def resolve_gpu(self, name: str) -> str | None:
         """The GPU id that ``name`` (an id, a product name or an alias) stands for, or None."""

@@ -314,13 +314,40 @@ def cheapest_offers(
 ) -> list[CloudCost]:
     """Of :func:`cloud_offers`, the cheapest per month of each provider and pricing, cheapest
     first (at equal cost, cheaper per GPU-hour, then in catalog order)."""
-    best: dict[tuple[str, str], tuple[tuple[float, float, int], _Priced]] = {}
-    for index, x in enumerate(_priced(knowledge, gpu_id, count, usage, providers, regions)):
-        offer, _, pricing, _, per_gpu_hour, monthly = x
-        key, group = (monthly, per_gpu_hour, index), (offer.provider, pricing)
-        if group not in best or key < best[group][0]:
-            best[group] = (key, x)
-    return [_cloud_cost(x, usage) for _, x in sorted(best.values(), key=lambda kx: kx[0])]
+    found = []
+    for index, x in _group_cheapest(knowledge, gpu_id, count, usage, providers, regions):
+        _, _, pricing, _, per_gpu_hour, monthly = x
+        if pricing != "reserved":  # reserved: every hour, whatever the usage
+            monthly = usage.gpu_hours_per_month * per_gpu_hour
+        found.append(((monthly, per_gpu_hour, index), (*x[:5], monthly)))
+    return [_cloud_cost(x, usage) for _, x in sorted(found, key=lambda kx: kx[0])]
+
+
+def _group_cheapest(
+    knowledge: Knowledge, gpu_id: str, count: int, usage: Usage,
+    providers: Collection[str] | None, regions: Collection[str] | None,
+) -> list[tuple[int, _Priced]]:  # fmt: skip
+    """The cheapest priced offer of each provider and pricing, with its catalog index; kept
+    with the knowledge. On demand or spot, the month's cost is the usage's GPU-hours times
+    the price per GPU-hour, so the cheapest per GPU-hour (then the first in the catalog) is
+    the cheapest per month whatever the hours; reserved, the month does not depend on them.
+    Only the kinds of pricing the usage admits are in the key."""
+    key = ("cheapest_offers", gpu_id, count, usage.interruptible, usage.pattern == "steady",
+           tuple(sorted(providers or ())), tuple(sorted(regions or ())))  # fmt: skip
+    found = knowledge.derived.get(key)
+    if found is None:
+        best: dict[tuple[str, str], tuple[tuple[float, ...], int, _Priced]] = {}
+        for index, x in enumerate(_priced(knowledge, gpu_id, count, usage, providers, regions)):
+            offer, _, pricing, _, per_gpu_hour, monthly = x
+            group = (offer.provider, pricing)
+            rank: tuple[float, ...] = (per_gpu_hour, index)
+            if pricing == "reserved":
+                rank = (monthly, *rank)
+            if group not in best or rank < best[group][0]:
+                best[group] = (rank, index, x)
+        found = [(index, x) for _, index, x in best.values()]
+        knowledge.derived[key] = found
+    return found
 
 
 def break_even_gpu_hours_per_month(

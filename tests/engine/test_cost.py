@@ -221,3 +221,38 @@ class TestOwningAgainstRenting:
         assert found["cloud"]["cost_per_gpu_hour_usd"] == found["cloud"]["usd_per_gpu_hour"]
         assert len(found["cloud_offers"]) <= 10
         assert found["assumptions"]
+
+
+def _cheapest_by_scanning(
+    knowledge: Knowledge, gpu: str, count: int, usage: Usage, providers: list[str] | None
+) -> list[cost.CloudCost]:
+    """Every priced region scanned for this usage: the cheapest a month of each provider and
+    pricing (then per GPU-hour, then the first in the catalog), cheapest first."""
+    best: dict[tuple[str, str], tuple[tuple[float, float, int], cost.CloudCost]] = {}
+    for index, found in enumerate(cost._priced(knowledge, gpu, count, usage, providers, None)):
+        offer, _, pricing, _, per_gpu_hour, monthly = found
+        key = (monthly, per_gpu_hour, index)
+        if (offer.provider, pricing) not in best or key < best[(offer.provider, pricing)][0]:
+            best[(offer.provider, pricing)] = (key, cost._cloud_cost(found, usage))
+    return [c for _, c in sorted(best.values(), key=lambda kc: kc[0])]
+
+
+def test_the_cheapest_offers_kept_per_kind_of_usage_are_those_a_scan_finds(
+    knowledge: Knowledge,
+) -> None:
+    """The cheapest offer of each provider and pricing is kept with the knowledge for a GPU,
+    count and kind of pricing, not for the usage's hours (which scale every on-demand and
+    spot month alike and leave reserved ones as they are): every GPU with offers, counts,
+    hours, steady, bursty and interruptible use give what scanning every region gives."""
+    usages = [Usage(1.0), Usage(37.3), Usage(730.0), Usage(5000.0, pattern="bursty",
+              peak_to_average=2.0), Usage(20.0, pattern="bursty", interruptible=True,
+              peak_to_average=3.0), Usage(700.0, interruptible=True)]  # fmt: skip
+    compared = 0
+    for gpu in knowledge.offers_by_gpu:
+        for count in (1, 3, 8, 64):
+            for usage in usages:
+                for providers in (None, ["aws", "lambda"]):
+                    found = cost.cheapest_offers(knowledge, gpu, count, usage, providers)
+                    assert found == _cheapest_by_scanning(knowledge, gpu, count, usage, providers)
+                    compared += bool(found)
+    assert compared > 500
