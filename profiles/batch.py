@@ -16,7 +16,7 @@ from collections import OrderedDict
 from dataclasses import replace
 
 from profiles.description import ResolvedModel
-from profiles.line import carried, peaks_stay
+from profiles.line import carried
 from profiles.step import Measured
 from profiles.workload import Workload
 
@@ -53,7 +53,7 @@ class Lines:
             self._lines.move_to_end(key)
             sizes = sorted(points)
             found = [points[b] for b in sizes]
-        if len(found) < KEPT or batch < sizes[0] or not peaks_stay(found[0], found[1]):
+        if len(found) < KEPT or batch < sizes[0]:
             return None
         return carried(found, sizes, batch)
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from profiles.description import ResolvedModel
-from profiles.line import carried, peaks_stay
+from profiles.line import carried
 from profiles.step import Measured
 
 COUNTED = (1, 2, 3)  # layers counted
@@ -40,14 +40,8 @@ def shallow(model: ResolvedModel, layers: int) -> ResolvedModel:
 
 def deeper(found: Sequence[Measured], layers: int) -> Measured | None:
     """The step of ``layers`` layers from the steps of 1, 2 and 3 (``found``), or None where
-    they do not grow by whole layers or the peak could move (:func:`may_deepen`: the third
-    layer adding what the second did, what holds for 1 to 2 holds from there on)."""
-    if len(found) != len(COUNTED) or not may_deepen(found[0], found[1]):
+    they do not grow by whole layers or the peak could move (:func:`profiles.line.carried`:
+    the third layer adding what the second did, what holds for 1 to 2 holds from there on)."""
+    if len(found) != len(COUNTED):
         return None
     return carried(found, COUNTED, layers)
-
-
-def may_deepen(one: Measured, two: Measured) -> bool:
-    """Whether the peaks the steps of one and two layers show stay the peaks at any depth
-    (:func:`profiles.line.peaks_stay`; the third layer is not counted otherwise)."""
-    return peaks_stay(one, two)

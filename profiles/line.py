@@ -54,8 +54,11 @@ def _table(found: Sequence[Mapping[K, Any]], at: Sequence[int], to: int) -> dict
 
 def carried(found: Sequence[Measured], at: Sequence[int], to: int) -> Measured | None:
     """The step at size ``to`` from the steps counted at the sizes ``at`` (three, ascending),
-    or None where one of its counts leaves their line, or their notes differ."""
+    or None where one of its counts leaves their line, their notes differ, or the peak they
+    show could move (:func:`peaks_stay`)."""
     if len(found) != 3 or len(at) != 3 or any(m.notes != found[0].notes for m in found):
+        return None
+    if not peaks_stay(found[0], found[1]):
         return None
     totals = _table([m.totals for m in found], at, to)
     by_op = _table([m.by_op for m in found], at, to)

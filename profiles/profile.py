@@ -21,9 +21,10 @@ import torch
 from profiles.batch import Lines, line_key
 from profiles.build import build
 from profiles.counting import KERNELS_PER_TIME_STEP, KINDS, ProfileTimeout, Totals
-from profiles.depth import COUNTED, deeper, may_deepen, shallow, uniform_layers
+from profiles.depth import COUNTED, deeper, shallow, uniform_layers
 from profiles.description import ResolvedModel
 from profiles.errors import InvalidDescription, ProfileTooSlow
+from profiles.line import peaks_stay
 from profiles.lora import NF4_BYTES_PER_PARAMETER, apply_lora
 from profiles.runnable import Runnable
 from profiles.step import Measured, inference, train_step
@@ -293,7 +294,7 @@ def _profile(
             for n in COUNTED:
                 small, _ = _runnable(shallow(model, n), workload, deadline, time_limit_s)
                 found.append(_measure(small, workload, deadline))
-                if len(found) == 2 and not may_deepen(*found):
+                if len(found) == 2 and not peaks_stay(*found):
                     break
             measured = deeper(found, layers)
         if measured is None:

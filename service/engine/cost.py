@@ -336,7 +336,7 @@ def _group_cheapest(
            tuple(sorted(providers or ())), tuple(sorted(regions or ())))  # fmt: skip
     found = knowledge.derived.get(key)
     if found is None:
-        best: dict[tuple[str, str], tuple[tuple[float, ...], int, _Priced]] = {}
+        best: dict[tuple[str, str], tuple[tuple[float, ...], _Priced]] = {}
         for index, x in enumerate(_priced(knowledge, gpu_id, count, usage, providers, regions)):
             offer, _, pricing, _, per_gpu_hour, monthly = x
             group = (offer.provider, pricing)
@@ -344,8 +344,8 @@ def _group_cheapest(
             if pricing == "reserved":
                 rank = (monthly, *rank)
             if group not in best or rank < best[group][0]:
-                best[group] = (rank, index, x)
-        found = [(index, x) for _, index, x in best.values()]
+                best[group] = (rank, x)
+        found = [(int(rank[-1]), x) for rank, x in best.values()]
         knowledge.derived[key] = found
     return found
 

@@ -433,9 +433,10 @@ def _data_parallel(x: _Micro, params: scaling.Params) -> LinkUse | None:
     else:  # all-reduce once, behind the last micro-batch's backward
         volume = 2 * half * grads
         window = x.backward_s * params.overlap
-    hops = 2 * max(1, math.ceil(grads / scaling.DDP_BUCKET_BYTES))
     if lay.zero_stage == 3:  # FSDP wraps each layer: two gathers and a scatter per layer
         hops = 3 * math.ceil(x.shape.layers / p)
+    else:  # DDP's buckets
+        hops = 2 * max(1, math.ceil(grads / scaling.DDP_BUCKET_BYTES))
     time_s = _ring(volume, ranks, link, x.share, hops * (m if lay.zero_stage >= 2 else 1))
     hidden = min(time_s, window)
     exposed = time_s - hidden + OVERLAP_SLOWDOWN * hidden
@@ -484,6 +485,12 @@ def _outside(
     return optimizer, host
 
 
+def _bubble(layout: Layout, micro_s: float) -> float:
+    """The pipeline's idle time per step: (p - 1) micro-batches, divided by the interleaving
+    (1F1B; Narayanan et al. 2021)."""
+    return (layout.pipeline_parallel - 1) / layout.virtual_stages * micro_s
+
+
 def _rate_bound(
     layout: Layout, profile: StepProfile, shape: ModelShape | None, done: Work, net: Network,
     params: scaling.Params = scaling.DEFAULT,
@@ -491,12 +498,8 @@ def _rate_bound(
     """Samples per second ``layout`` cannot exceed: :func:`layout_step` without its
     communication (which only adds time)."""
     busy = sum(_computed(layout, profile, shape, done, net))
-    m, p = layout.gradient_accumulation, layout.pipeline_parallel
-    step = (
-        busy * m
-        + (p - 1) / layout.virtual_stages * busy
-        + sum(_outside(layout, profile, done, params))
-    )
+    m = layout.gradient_accumulation
+    step = busy * m + _bubble(layout, busy) + sum(_outside(layout, profile, done, params))
     samples = profile.samples_per_step * m * layout.data_parallel
     return samples / step if step > 0 else math.inf
 
@@ -513,7 +516,6 @@ def layout_step(
 ) -> LayoutStep:
     """The step of ``layout`` for a micro-batch of ``profile`` (``done``: its work on one
     GPU; ``model_flops``: its forward and backward FLOPs, whole model)."""
-    p = layout.pipeline_parallel
     m = layout.gradient_accumulation
     forward, backward, recompute = _computed(layout, profile, shape, done, net)
     uses: list[LinkUse] = []
@@ -526,7 +528,7 @@ def layout_step(
     micro = (
         forward + backward + recompute + (exposed.get("tensor", 0) + exposed.get("context", 0)) / m
     )
-    bubble = (p - 1) / layout.virtual_stages * micro
+    bubble = _bubble(layout, micro)
     optimizer, host = _outside(layout, profile, done, params)
     send, dp = exposed.get("pipeline", 0.0), exposed.get("data", 0.0)
     step = micro * m + bubble + send + dp + optimizer + host

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from profiles import depth
+from profiles import depth, line
 from profiles import profile as profile_module
 from profiles.counting import Totals
 from profiles.profile import Profile
@@ -50,7 +50,7 @@ def test_gradients_outgrowing_activations_mean_counting_whole() -> None:
     """The peak with gradients at 1-3 layers is at the forward's end (it grows by a layer's
     activations); gradients growing faster would overtake it at some depth."""
     found = [_measured(n, activations=100, gradients=150) for n in depth.COUNTED]
-    assert not depth.may_deepen(found[0], found[1])
+    assert not line.peaks_stay(found[0], found[1])
     assert depth.deeper(found, 32) is None
 
 
