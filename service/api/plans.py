@@ -51,6 +51,14 @@ class LayoutSchema(Schema):
         metadata={"description": "optimizer states (ZeRO-Offload) or parameters too"},
     )
     virtual_stages = _degree("interleaved pipeline: model chunks per stage")
+    ends_as_layers = fields.Boolean(
+        load_default=False,
+        metadata={
+            "description": "the pipeline split counts the embedding and the loss as a layer "
+            "each: the first and last stages hold one layer fewer (Megatron-LM's "
+            "account_for_embedding_in_pipeline_split; Llama 3)"
+        },
+    )
 
 
 class InterconnectChoiceSchema(Schema):

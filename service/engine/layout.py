@@ -20,7 +20,13 @@ as the layout divides it:
   attention scores (none with flash attention); full recomputation keeps each layer's
   2 sbh input and one layer's activations at a time; context parallelism divides the
   sequence; a 1F1B pipeline's first stage holds min(p, micro-batches) micro-batches of
-  its L/p layers, an interleaved schedule (1 + (p - 1) / (p v)) times that;
+  its L/p layers, an interleaved schedule (1 + (p - 1) / (p v)) times that where there are
+  more micro-batches than stages (see :func:`in_flight`), and one layer fewer where the
+  split counts the embedding and the loss as layers;
+- on a fused stack (:func:`fused_memory`), a dense transformer's activations as
+  Korthikanti's count gives them for its widths (GQA, a gated MLP) rather than eager
+  PyTorch's saved tensors, which the profile counts (fp32 copies in the norms, the
+  activation's output beside its input);
 - the KV cache of inference split over the tensor-parallel ranks (heads), replicated where
   there are fewer KV heads than ranks, and over the pipeline stages (layers);
 - offloading: the optimizer states and master weights (ZeRO-Offload), and with stage 3 the
@@ -71,6 +77,12 @@ class ModelShape:
     parameters: float
     ffn: int = 0  # MLP width (0: 4 x hidden)
     gated: bool = False  # gate and up projections (SwiGLU)
+    head_dim: int = 0  # width of one attention head (0: hidden / heads)
+    # one stack of identical dense layers with flash attention, trained in full: what a
+    # fused stack keeps of it for backward is counted by :meth:`fused_activation_sbh`
+    fused: bool = False
+    final_norm: bool = True
+    lm_head: bool = True  # the loss over the vocabulary (else a small classifier)
 
     @classmethod
     def from_profile(cls, profile: Mapping[str, Any]) -> ModelShape | None:
@@ -79,6 +91,15 @@ class ModelShape:
         spec = model.get("spec") or {}
         if model.get("family") != "transformer" or not spec.get("layers"):
             return None
+        workload = profile.get("workload") or {}
+        fused = (
+            spec.get("arch") in ("decoder", "encoder")
+            and not spec.get("decoder_layers")
+            and not spec.get("moe_experts")
+            and not spec.get("parallel_block")
+            and workload.get("attention", "flash") == "flash"
+            and workload.get("method") in (None, "full")
+        )
         return cls(
             layers=int(spec["layers"]) + int(spec.get("decoder_layers") or 0),
             hidden=int(spec["hidden"]),
@@ -88,6 +109,10 @@ class ModelShape:
             parameters=float(model.get("parameters") or 0.0),
             ffn=int(spec.get("ffn") or 4 * int(spec["hidden"])),
             gated=bool(spec.get("gated")),
+            head_dim=int(spec.get("head_dim") or 0),
+            fused=fused,
+            final_norm=bool(spec.get("final_norm", True)),
+            lm_head=spec.get("head", "lm") == "lm",
         )
 
     def largest_layer_parameters(self) -> float:
@@ -95,6 +120,25 @@ class ModelShape:
         embedding table where it is larger."""
         per_layer = self.parameters / max(self.layers, 1)
         return max(per_layer, float(self.vocab * self.hidden))
+
+    def fused_activation_sbh(self) -> float:
+        """Bytes per token and hidden unit (s b h) a fused stack keeps for backward, whole
+        model, in 16 bits: Korthikanti et al. 2022, eq. 2, for this model's widths, without
+        dropout masks or attention scores (flash attention). Per layer: the two norms'
+        inputs (4); the normalised input of the attention and of the MLP (2 + 2); queries,
+        keys and values and attention's output (what flash attention keeps; the output is
+        also the next projection's input); the MLP's first projection's output (gate and up
+        where gated; the activation is fused into it) and the second's input. Beyond the
+        layers: the final norm's input and output, and the loss's fp32 probabilities over
+        the vocabulary."""
+        h = self.hidden
+        head = self.head_dim or h // self.heads
+        queries, kv = self.heads * head / h, self.kv_heads * head / h
+        width = (self.ffn or 4 * h) / h
+        attention = 2 + 2 * queries + 4 * kv + 2 * queries
+        mlp = 2 + 2 * width * (2 if self.gated else 1) + 2 * width
+        rest = (4.0 if self.final_norm else 0.0) + (4 * self.vocab / h if self.lm_head else 0.0)
+        return self.layers * (4 + attention + mlp) + rest
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +154,10 @@ class Layout:
     gradient_accumulation: int = 1
     offload: str = "none"
     virtual_stages: int = 1  # interleaved pipeline: model chunks per stage
+    # the pipeline split counts the embedding and the loss as a layer each, so the first
+    # and last stages hold one layer fewer (Megatron-LM's account_for_embedding_in_pipeline_
+    # split and account_for_loss_in_pipeline_split; Llama 3, section 3.3.2)
+    ends_as_layers: bool = False
 
     @property
     def gpus(self) -> int:
@@ -197,6 +245,13 @@ def _check_options(layout: Layout) -> None:
             "layout.virtual_stages",
             "an interleaved schedule needs pipeline_parallel above 1",
         )
+    if layout.ends_as_layers and layout.pipeline_parallel == 1:
+        raise LayoutError(
+            "ends-as-layers-needs-pipeline",
+            "layout.ends_as_layers",
+            "counting the embedding and the loss as pipeline layers needs pipeline_parallel "
+            "above 1",
+        )
 
 
 def _check_machine(layout: Layout, gpus_per_node: int, seq_len: int | None) -> None:
@@ -235,12 +290,14 @@ def _check_model(layout: Layout, shape: ModelShape | None) -> None:
                 "(or be a multiple of them, each KV head then replicated)",
             )
         stages = layout.pipeline_parallel * layout.virtual_stages
-        if shape.layers % stages:
+        split = shape.layers + (2 if layout.ends_as_layers else 0)
+        if split % stages:
+            ends = " and its embedding and loss" if layout.ends_as_layers else ""
             raise LayoutError(
                 "pipeline-divides-layers",
                 "layout.pipeline_parallel",
                 f"pipeline_parallel x virtual_stages ({stages}) must divide the model's "
-                f"{shape.layers} layers",
+                f"{shape.layers} layers{ends}",
             )
     elif t > 1 or layout.pipeline_parallel > 1:
         raise LayoutError(
@@ -299,7 +356,7 @@ class LayoutMemory:
 def activation_share(layout: Layout) -> float:
     """The share of one micro-batch's activations (as counted on one GPU, whole model) that
     one GPU of ``layout`` holds at its peak (Korthikanti et al. 2022; see the module)."""
-    t, p = layout.tensor_parallel, layout.pipeline_parallel
+    t = layout.tensor_parallel
     if layout.activation_checkpointing == "full":  # inputs only (memory_per_gpu adds the
         # layer being recomputed)
         share = LAYER_INPUT / (t if layout.sequence_parallel else 1) / LAYER_TOTAL
@@ -307,13 +364,35 @@ def activation_share(layout: Layout) -> float:
         split = LAYER_TOTAL if layout.sequence_parallel else LAYER_SPLIT
         share = (LAYER_TOTAL - split + split / t) / LAYER_TOTAL
     share /= layout.context_parallel
-    # the first pipeline stage: L/p layers, min(p, m) micro-batches in flight (1F1B)
-    in_flight = min(p, layout.gradient_accumulation)
-    if p > 1 and layout.virtual_stages > 1:
-        in_flight_factor = 1 + (p - 1) / (p * layout.virtual_stages)
-    else:
-        in_flight_factor = 1.0
-    return share * in_flight * in_flight_factor / p
+    return share * in_flight(layout)
+
+
+def in_flight(layout: Layout) -> float:
+    """Micro-batches of the whole model whose activations the first pipeline stage holds at
+    its peak. 1F1B: min(p, m) micro-batches of its L/p layers. Interleaved over v model
+    chunks (Megatron-LM's schedule): (p - 1) 2 + (v - 1) p warm-up chunks and one more, or all
+    m v chunks where there are fewer (m = p runs every forward first), each L/(p v) layers;
+    for m >= p that is Narayanan et al.'s (1 + (p - 1) / (p v)) times the 1F1B figure."""
+    p, v, m = layout.pipeline_parallel, layout.virtual_stages, layout.gradient_accumulation
+    if p == 1:
+        return 1.0
+    if v == 1:
+        return min(p, m) / p
+    return min(m * v, 2 * (p - 1) + (v - 1) * p + 1) / (p * v)
+
+
+def fused_memory(memory: Memory, shape: ModelShape | None, tokens: float, precision: str) -> Memory:
+    """``memory`` (a profile's: eager PyTorch's saved tensors) as a fused stack holds it:
+    the activations :meth:`ModelShape.fused_activation_sbh` counts for the ``tokens`` of one
+    micro-batch, and what backward frees before the peak in the same proportion. Unchanged
+    for a model that count does not cover (``shape.fused`` false)."""
+    if shape is None or not shape.fused or tokens <= 0 or memory.activations_bytes <= 0:
+        return memory
+    per_value = 4.0 if precision in ("fp32", "tf32") else 2.0
+    activations = shape.fused_activation_sbh() * tokens * shape.hidden * per_value / 2
+    lines = memory.activations_bytes + memory.gradients_bytes
+    freed = memory.freed_before_peak_bytes * (activations + memory.gradients_bytes) / lines
+    return replace(memory, activations_bytes=activations, freed_before_peak_bytes=freed)
 
 
 def memory_per_gpu(
@@ -347,6 +426,10 @@ def memory_per_gpu(
         cpu += params
         params = 0.0
     share = activation_share(layout) if trains else 1.0 / layout.context_parallel
+    if trains and layout.ends_as_layers and shape is not None:
+        # the first stage's (L + 2) / p - 1 layers, not L / p
+        p = layout.pipeline_parallel
+        share *= max(shape.layers + 2 - p, 0) / shape.layers
     activations = memory.activations_bytes * share
     if trains and layout.activation_checkpointing == "full" and shape is not None:
         # one layer recomputed at a time, at the tensor-parallel split
@@ -368,7 +451,9 @@ def memory_per_gpu(
     if counted > 0:
         freed = memory.freed_before_peak_bytes * min(1.0, (activations + grads) / counted)
     freed = min(freed, activations, grads) if trains else 0.0
-    temporary = memory.temporary_peak_bytes / layout.tensor_parallel
+    # the step's transient buffers (logits, attention's workspace) grow with the tokens a
+    # GPU handles: tensor parallelism splits them, and context parallelism the sequence
+    temporary = memory.temporary_peak_bytes / layout.tensor_parallel / layout.context_parallel
     # the allocator's fragmentation grows with what this GPU allocates and frees in a step,
     # not with the whole model's activations on one GPU (the profile's figure); never
     # negative: ``freed`` is at most the activations

@@ -42,6 +42,7 @@ from service.engine.parallel import (
     model_flops,
     network,
     planned_at,
+    stacked,
     work,
 )
 from service.engine.roofline import MathMode, math_mode, usable_precisions
@@ -107,13 +108,14 @@ def cases(knowledge: Knowledge, source: ProfileSource) -> list[LlmCase]:
         found = profiles[key]
         tokens = float(row.details["samples_to_converge"]) * tokens_per_sample
         nodes = int(row.details.get("nodes") or 1)
+        shape = ModelShape.from_profile(found)
         out.append(
             LlmCase(
                 row=row,
                 gpu=gpu,
                 precision=precision,
-                profile=StepProfile.from_profile(found),
-                shape=ModelShape.from_profile(found),
+                profile=stacked(StepProfile.from_profile(found), shape, "optimized"),
+                shape=shape,
                 measured_tokens_per_s=tokens / (row.value * 60.0),
                 global_batch=int(row.details.get("global_batch_size") or row.gpu_count),
                 gpus_per_node=max(1, row.gpu_count // nodes),
@@ -319,6 +321,7 @@ def published_cases(knowledge: Knowledge, source: DescribedSource) -> list[Publi
                 micro_batch_size=micro,
                 gradient_accumulation=max(1, math.ceil(row["global"] / (micro * d))),
                 virtual_stages=int(row.get("virtual", table.get("virtual", 1))),
+                ends_as_layers=bool(table.get("ends_as_layers", False)),
             )
             out.append(
                 PublishedCase(
@@ -326,7 +329,7 @@ def published_cases(knowledge: Knowledge, source: DescribedSource) -> list[Publi
                     row=row,
                     gpu=gpu,
                     precision=table["precision"],
-                    profile=StepProfile.from_profile(found),
+                    profile=stacked(StepProfile.from_profile(found), shape, "optimized"),
                     shape=shape,
                     layout=layout,
                     gpus_per_node=int(table["gpus_per_node"]),

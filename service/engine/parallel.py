@@ -42,7 +42,14 @@ from knowledge import Knowledge
 from knowledge.records import Gpu
 from service.engine import deadline, scaling
 from service.engine.errors import InvalidRequest
-from service.engine.layout import Layout, LayoutMemory, ModelShape, layouts_for, memory_per_gpu
+from service.engine.layout import (
+    Layout,
+    LayoutMemory,
+    ModelShape,
+    fused_memory,
+    layouts_for,
+    memory_per_gpu,
+)
 from service.engine.roofline import MathMode, resource_times
 from service.engine.step_model import DEFAULT_SUITE, StepModel
 from service.engine.step_profile import StepProfile
@@ -140,6 +147,17 @@ class Work:
     optimizer_s: float
     launch_s: float  # per micro-batch: kernel launches the GPU's work does not hide
     host_s: float  # per optimizer step
+
+
+def stacked(profile: StepProfile, shape: ModelShape | None, stack: str) -> StepProfile:
+    """``profile`` as ``stack`` runs it: a training step on the optimized stack keeps the
+    activations fused kernels keep (:func:`~service.engine.layout.fused_memory`), not eager
+    PyTorch's saved tensors (what the profile counts)."""
+    if stack != "optimized" or not profile.trains:
+        return profile
+    tokens = (profile.seq_len or 0) * profile.batch_size
+    held = fused_memory(profile.memory, shape, tokens, profile.precision)
+    return profile if held is profile.memory else replace(profile, memory=held)
 
 
 def work(

@@ -40,6 +40,7 @@ from service.engine.parallel import (
     layout_inference,
     network,
     sized_at,
+    stacked,
     work,
 )
 from service.engine.plans import served_alone
@@ -229,6 +230,7 @@ def _described_runs(
     with the planner's fastest layout there, for ``profile`` (of the model ``shape``)."""
     model = service._built_model()
     stack = body.get("stack") or "pytorch"
+    profile = stacked(profile, shape, stack)
     job = profile.dataset_steps * profile.samples_per_step if profile.dataset_steps else None
     per_node = int(body.get("gpus_per_node") or 8)
     batch = body.get("global_batch_size")
@@ -692,6 +694,7 @@ def _fits_one_accumulating(
     one = StepProfile.from_profile(
         service.body_profile({"model": body["model"], "workload": single})
     )
+    one = stacked(one, shape, body.get("stack") or "pytorch")
     usable = gpu.memory_gb * 2**30 * USABLE_MEMORY_SHARE
     sized = sized_at(1, one, shape, int(body.get("gpus_per_node") or 8))
     return bool(sized) and sized[0][1].total_bytes <= usable

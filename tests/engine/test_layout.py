@@ -3,6 +3,7 @@ rules a layout must keep."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from service.engine.layout import (
     ModelShape,
     activation_share,
     check,
+    fused_memory,
     layouts_for,
     memory_per_gpu,
     smallest_fitting,
@@ -58,6 +60,9 @@ def test_korthikanti_activation_shares() -> None:
     assert activation_share(pipeline) == pytest.approx(1.0)
     interleaved = Layout(pipeline_parallel=4, gradient_accumulation=8, virtual_stages=2)
     assert activation_share(interleaved) == pytest.approx(1 + 3 / 8)
+    # as many micro-batches as stages: Megatron-LM runs every forward before any backward
+    every = Layout(pipeline_parallel=4, gradient_accumulation=4, virtual_stages=2)
+    assert activation_share(every) == pytest.approx(1.0)
     few = Layout(pipeline_parallel=4, gradient_accumulation=2)  # fewer micro-batches than p
     assert activation_share(few) == pytest.approx(2 / 4)
     full = Layout(tensor_parallel=4, sequence_parallel=True, activation_checkpointing="full")
@@ -226,3 +231,68 @@ def test_fragmentation_follows_what_each_gpu_allocates(llama70b: dict[str, Any])
         assert held.runtime_overhead_bytes == pytest.approx(CONTEXT_BYTES + 0.1 * transient)
         overheads[checkpointing] = held.runtime_overhead_bytes
     assert overheads["full"] < overheads["none"] / 10
+
+
+GPT3 = ModelShape(96, 12288, 96, 96, 50257, 175e9, final_norm=False, lm_head=False)
+LLAMA_405B = ModelShape(126, 16384, 128, 8, 128256, 405e9, ffn=53248, gated=True,
+                        final_norm=False, lm_head=False, fused=True)  # fmt: skip
+
+
+def test_fused_activations_follow_korthikanti_for_the_model_widths() -> None:
+    """Korthikanti et al. 2022, eq. 2: GPT-3's layer keeps 34 sbh bytes, two of them dropout
+    masks (none here): 32. Llama 3 405B (GQA with 8 of 128 heads, a gated MLP 3.25 h wide):
+    4 (norms) + 2 + 2 + 0.25 + 2 (attention) + 2 + 13 + 6.5 (MLP) = 31.75. The final norm and
+    the loss's fp32 probabilities come on top of the layers."""
+    assert GPT3.fused_activation_sbh() == pytest.approx(96 * 32)
+    assert LLAMA_405B.fused_activation_sbh() == pytest.approx(126 * 31.75)
+    with_head = ModelShape(126, 16384, 128, 8, 128256, 405e9, ffn=53248, gated=True)
+    assert with_head.fused_activation_sbh() == pytest.approx(126 * 31.75 + 4 + 4 * 128256 / 16384)
+
+
+def test_a_fused_stack_keeps_fewer_of_llama_activations(llama70b: dict[str, Any]) -> None:
+    """Eager PyTorch keeps an fp32 copy in each RMSNorm and SiLU's output beside the gate's
+    (what the profile counts); the fused stack's count replaces it, and what backward frees
+    before the peak shrinks with it. A model the count does not cover keeps the profile's."""
+    memory = Memory.from_dict(llama70b["memory"])
+    shape = ModelShape.from_profile(llama70b)
+    assert shape is not None
+    assert shape.fused
+    tokens, h = 4096, shape.hidden
+    fused = fused_memory(memory, shape, tokens, "bf16")
+    assert fused.activations_bytes == pytest.approx(shape.fused_activation_sbh() * tokens * h)
+    eager_per_layer = memory.activations_bytes / (tokens * h * shape.layers)
+    assert 36 < eager_per_layer < 42
+    assert fused.activations_bytes < 0.85 * memory.activations_bytes
+    assert fused.freed_before_peak_bytes < memory.freed_before_peak_bytes
+    assert fused.parameters_bytes == memory.parameters_bytes
+    fp32 = fused_memory(memory, shape, tokens, "fp32")
+    assert fp32.activations_bytes == pytest.approx(2 * fused.activations_bytes)
+    assert fused_memory(memory, LLAMA, tokens, "bf16") is memory  # not fused: unchanged
+
+
+def test_the_pipeline_ends_can_count_the_embedding_and_loss_as_layers() -> None:
+    """Llama 3 405B's 126 layers with the embedding and the loss make 128: 16 stages of 8
+    virtual stages take one each, the first stage then holding 7 layers rather than 7.875.
+    Without counting the ends, 126 layers do not divide into 128 virtual stages."""
+    layout = Layout(64, tensor_parallel=8, pipeline_parallel=16, virtual_stages=8,
+                    sequence_parallel=True, gradient_accumulation=32,
+                    ends_as_layers=True)  # fmt: skip
+    check(layout, LLAMA_405B, gpus_per_node=8, seq_len=8192)
+    with pytest.raises(LayoutError) as raised:
+        check(replace(layout, ends_as_layers=False), LLAMA_405B, 8, 8192)
+    assert raised.value.rule == "pipeline-divides-layers"
+    with pytest.raises(LayoutError) as raised:
+        check(Layout(ends_as_layers=True), LLAMA_405B, 8, 8192)
+    assert raised.value.rule == "ends-as-layers-needs-pipeline"
+    memory = Memory(0, 0, 0, 0, 100 * GB, 0, 0, 0)
+    short = memory_per_gpu(memory, layout, LLAMA_405B, True).activations_bytes
+    even = memory_per_gpu(memory, replace(layout, ends_as_layers=False), LLAMA_405B, True)
+    assert short == pytest.approx(even.activations_bytes * 7 / 7.875)
+
+
+def test_context_parallelism_splits_the_transient_buffers() -> None:
+    """The logits and attention's workspace grow with the tokens a GPU handles: context
+    parallelism over 16 GPUs leaves each a sixteenth, as tensor parallelism splits them."""
+    memory = Memory(0, 0, 0, 0, 0, 0, 32 * GB, 0)
+    layout = Layout(tensor_parallel=2, context_parallel=16)
+    assert memory_per_gpu(memory, layout, LLAMA, True).temporary_peak_bytes == pytest.approx(GB)

@@ -26,6 +26,7 @@ from service.engine.parallel import (
     network,
     planned_at,
     sized_at,
+    stacked,
     work,
 )
 from service.engine.roofline import math_mode
@@ -117,3 +118,25 @@ def test_the_optimized_stack_pays_its_host_time_once_per_optimizer_step(
     assert OPTIMIZED.host_s > 0
     assert one.host_s == four.host_s == pytest.approx(OPTIMIZED.host_s)
     assert four.step_s - one.step_s == pytest.approx(3 * one.compute_s)
+
+
+def test_only_a_training_step_on_the_optimized_stack_keeps_fused_activations(
+    llama8b: dict[str, Any], catalog: Catalog
+) -> None:
+    """The optimized stack's Llama 3 8B step keeps Korthikanti's count for its widths, less
+    than eager PyTorch's saved tensors; the pytorch stack, inference and LoRA (whose frozen
+    layers keep other tensors) keep the profile's count."""
+    found = StepProfile.from_profile(llama8b)
+    shape = ModelShape.from_profile(llama8b)
+    fused = stacked(found, shape, "optimized")
+    assert fused.memory.activations_bytes < 0.85 * found.memory.activations_bytes
+    assert fused.mix is found.mix
+    assert stacked(found, shape, "pytorch") is found
+    model = resolve({"name": "llama-3-8b"}, catalog)
+    for request in (
+        {"task": "inference", "batch_size": 1, "prompt_tokens": 512, "output_tokens": 64},
+        {"task": "fine-tuning", "method": "lora", "batch_size": 1, "seq_len": 4096},
+    ):
+        other = profile(model, WorkloadSchema().load(request), 120.0).to_dict()
+        kept = StepProfile.from_profile(other)
+        assert stacked(kept, ModelShape.from_profile(other), "optimized") is kept

@@ -255,3 +255,27 @@ def test_layout_options_with_a_trace_are_refused_not_ignored(client: FlaskClient
         ]
         == "weight_precision"
     )
+
+
+def test_the_optimized_stack_holds_fewer_activations_and_counts_the_pipeline_ends(
+    client: FlaskClient,
+) -> None:
+    """Llama 3 70B (80 layers) on 4 pipeline stages of 2 virtual stages: the optimized stack
+    keeps Korthikanti's activations for its widths, fewer than eager PyTorch's; counting
+    the embedding and the loss as layers (82) breaks the split into 8 and says so."""
+    layout = {"data_parallel": 2, "tensor_parallel": 8, "pipeline_parallel": 4,
+              "sequence_parallel": True, "virtual_stages": 2,
+              "gradient_accumulation": 8}  # fmt: skip
+    body = {**LLAMA_70B_TRAINING, "gpu": "H100 SXM5 80GB", "layout": layout}
+    eager = post(client, "/v1/estimates", body)
+    fused = post(client, "/v1/estimates", {**body, "stack": "optimized"})
+    held = {
+        name: found["layout_estimate"]["memory"]["activations_bytes"]
+        for name, found in (("eager", eager), ("fused", fused))
+    }
+    assert held["fused"] < 0.85 * held["eager"]
+    assert any("activations" in a for a in fused["assumptions"])
+    ends = {**body, "layout": {**layout, "ends_as_layers": True}}
+    problem = post(client, "/v1/estimates", ends, 422)
+    assert problem["errors"][0]["field"] == "layout.pipeline_parallel"
+    assert "80 layers and its embedding and loss" in problem["detail"]
