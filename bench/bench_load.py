@@ -224,6 +224,7 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--repeat", type=float, default=0.8)
     parser.add_argument("--outage", action="store_true")
+    parser.add_argument("--threads", type=int, default=4, help="threads a worker")
     args = parser.parse_args()
     redis = RedisServer()
     redis.start()
@@ -236,7 +237,7 @@ def main() -> None:
         "RIGHTSIZE_KEY_PREFIX": f"bench-{port}:",
     }
     server = subprocess.Popen(
-        [RIGHTSIZE, "serve", "--port", str(port), "--workers", "2"],
+        [RIGHTSIZE, "serve", "--port", str(port), "--workers", "2", "--threads", str(args.threads)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -254,7 +255,7 @@ def main() -> None:
             time.sleep(0.5)
         _warm(port)
         print(
-            f"gunicorn, 2 workers x 4 threads, Redis {redis.url}; {args.connections} "
+            f"gunicorn, 2 workers x {args.threads} threads, Redis {redis.url}; {args.connections} "
             f"connections for {args.seconds:.0f} s, {args.repeat:.0%} repeated requests"
         )
         steady = report(load(port, args, 1), args.seconds)

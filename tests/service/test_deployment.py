@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
+import pytest
 import yaml
 from gunicorn.config import Config
 
@@ -21,8 +22,21 @@ def test_gunicorn_settings_are_valid_gunicorn_settings() -> None:
         config.set(name, getattr(conf, name))  # gunicorn validates each
     assert config.worker_class_str == "gthread"
     assert config.timeout >= 30
-    assert config.max_requests > 0
+    # a replaced worker builds the model again and loses what it keeps: not every minute
+    # (at 5,000, a worker under bench_load's mix was replaced every 20 s)
+    assert config.max_requests >= 50_000
     assert callable(conf.post_worker_init)
+
+
+def test_how_often_a_worker_is_replaced_is_configurable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RIGHTSIZE_MAX_REQUESTS", "0")  # never
+    conf = importlib.reload(importlib.import_module("service.gunicorn_conf"))
+    try:
+        assert (conf.max_requests, conf.max_requests_jitter) == (0, 0)
+        Config().set("max_requests", conf.max_requests)
+    finally:
+        monkeypatch.delenv("RIGHTSIZE_MAX_REQUESTS")
+        importlib.reload(conf)
 
 
 def test_compose_runs_the_service_a_worker_and_redis() -> None:
