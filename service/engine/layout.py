@@ -483,12 +483,14 @@ def layouts_for(
 ) -> list[Layout]:
     """Every layout of ``count`` GPUs that keeps the rules: tensor parallel within a node
     (with sequence parallelism, as Megatron runs it), pipeline stages that divide the
-    layers, context parallel for long sequences, data parallel over the rest; for training
-    each ZeRO stage that shards something (none without data or context parallelism) and
-    each kind of activation checkpointing."""
+    layers (or the layers with the embedding and the loss counted as two more, as Llama 3's
+    126 layers make 128), context parallel for long sequences, data parallel over the rest;
+    for training each ZeRO stage that shards something (none without data or context
+    parallelism) and each kind of activation checkpointing."""
     out = []
     for t in _divisors(count):
         for p in _divisors(count // t):
+            ends = shape is not None and shape.layers % p != 0 and (shape.layers + 2) % p == 0
             for c in _context_degrees(count // (t * p), seq_len, trains):
                 d = count // (t * p * c)
                 stages = (0, 1, 2, 3) if trains and d * c > 1 else (0,)
@@ -504,6 +506,7 @@ def layouts_for(
                             sequence_parallel=t > 1,
                             activation_checkpointing=kind,
                             gradient_accumulation=max(gradient_accumulation, p),
+                            ends_as_layers=ends,
                         )
                         try:
                             check(layout, shape, gpus_per_node, seq_len)

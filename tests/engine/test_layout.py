@@ -290,6 +290,17 @@ def test_the_pipeline_ends_can_count_the_embedding_and_loss_as_layers() -> None:
     assert short == pytest.approx(even.activations_bytes * 7 / 7.875)
 
 
+def test_the_planner_counts_the_ends_where_only_that_divides_the_layers() -> None:
+    """126 layers take no pipeline of 4, 8 or 16 stages; with the embedding and the loss
+    counted (128) they do, and the planner lists those layouts, each keeping the rules."""
+    found = layouts_for(128, LLAMA_405B, 8, 8192, True)
+    ends = {x.pipeline_parallel for x in found if x.ends_as_layers}
+    assert {4, 8, 16} <= ends
+    assert not any(x.ends_as_layers for x in found if 126 % x.pipeline_parallel == 0)
+    for layout in found:
+        check(layout, LLAMA_405B, 8, 8192)
+
+
 def test_context_parallelism_splits_the_transient_buffers() -> None:
     """The logits and attention's workspace grow with the tokens a GPU handles: context
     parallelism over 16 GPUs leaves each a sixteenth, as tensor parallelism splits them."""
