@@ -55,6 +55,7 @@ LAYER_SPLIT = 24.0
 LAYER_TOTAL = LAYER_REPLICATED + LAYER_SPLIT
 LAYER_INPUT = 2.0  # what full recomputation keeps per layer: its 16-bit input
 GATHERED_LAYERS = 2  # ZeRO-3 holds the gathered layer and prefetches the next
+ACTIVATION_BYTES = {"fp32": 4, "tf32": 4}  # bytes per activation value by precision; else 2
 
 
 class LayoutError(InvalidRequest):
@@ -353,9 +354,10 @@ class LayoutMemory:
         }
 
 
-def activation_share(layout: Layout) -> float:
+def activation_share(layout: Layout, layers: int | None = None) -> float:
     """The share of one micro-batch's activations (as counted on one GPU, whole model) that
-    one GPU of ``layout`` holds at its peak (Korthikanti et al. 2022; see the module)."""
+    one GPU of ``layout`` holds at its peak (Korthikanti et al. 2022; see the module), for a
+    model of ``layers`` layers (needed where the pipeline counts its ends as layers)."""
     t = layout.tensor_parallel
     if layout.activation_checkpointing == "full":  # inputs only (memory_per_gpu adds the
         # layer being recomputed)
@@ -364,21 +366,26 @@ def activation_share(layout: Layout) -> float:
         split = LAYER_TOTAL if layout.sequence_parallel else LAYER_SPLIT
         share = (LAYER_TOTAL - split + split / t) / LAYER_TOTAL
     share /= layout.context_parallel
-    return share * in_flight(layout)
+    return share * in_flight(layout, layers)
 
 
-def in_flight(layout: Layout) -> float:
+def in_flight(layout: Layout, layers: int | None = None) -> float:
     """Micro-batches of the whole model whose activations the first pipeline stage holds at
     its peak. 1F1B: min(p, m) micro-batches of its L/p layers. Interleaved over v model
     chunks (Megatron-LM's schedule): (p - 1) 2 + (v - 1) p warm-up chunks and one more, or all
     m v chunks where there are fewer (m = p runs every forward first), each L/(p v) layers;
-    for m >= p that is Narayanan et al.'s (1 + (p - 1) / (p v)) times the 1F1B figure."""
+    for m >= p that is Narayanan et al.'s (1 + (p - 1) / (p v)) times the 1F1B figure. Where
+    the split counts the embedding and the loss as layers (``layers`` = L given), the stage
+    holds (L + 2) / p - 1 layers, not L / p."""
     p, v, m = layout.pipeline_parallel, layout.virtual_stages, layout.gradient_accumulation
     if p == 1:
         return 1.0
-    if v == 1:
-        return min(p, m) / p
-    return min(m * v, 2 * (p - 1) + (v - 1) * p + 1) / (p * v)
+    # chunks of L / (p v) layers in flight (1F1B: v = 1, min(p, m) of them)
+    chunks = min(p, m) if v == 1 else min(m * v, 2 * (p - 1) + (v - 1) * p + 1)
+    held = chunks / (p * v)
+    if layout.ends_as_layers and layers:
+        held *= max(layers + 2 - p, 0) / layers
+    return held
 
 
 def fused_memory(memory: Memory, shape: ModelShape | None, tokens: float, precision: str) -> Memory:
@@ -388,7 +395,7 @@ def fused_memory(memory: Memory, shape: ModelShape | None, tokens: float, precis
     for a model that count does not cover (``shape.fused`` false)."""
     if shape is None or not shape.fused or tokens <= 0 or memory.activations_bytes <= 0:
         return memory
-    per_value = 4.0 if precision in ("fp32", "tf32") else 2.0
+    per_value = ACTIVATION_BYTES.get(precision, 2)
     activations = shape.fused_activation_sbh() * tokens * shape.hidden * per_value / 2
     lines = memory.activations_bytes + memory.gradients_bytes
     freed = memory.freed_before_peak_bytes * (activations + memory.gradients_bytes) / lines
@@ -425,11 +432,8 @@ def memory_per_gpu(
     if layout.offload == "parameters":
         cpu += params
         params = 0.0
-    share = activation_share(layout) if trains else 1.0 / layout.context_parallel
-    if trains and layout.ends_as_layers and shape is not None:
-        # the first stage's (L + 2) / p - 1 layers, not L / p
-        p = layout.pipeline_parallel
-        share *= max(shape.layers + 2 - p, 0) / shape.layers
+    layers = shape.layers if shape is not None else None
+    share = activation_share(layout, layers) if trains else 1.0 / layout.context_parallel
     activations = memory.activations_bytes * share
     if trains and layout.activation_checkpointing == "full" and shape is not None:
         # one layer recomputed at a time, at the tensor-parallel split

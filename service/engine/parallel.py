@@ -43,6 +43,7 @@ from knowledge.records import Gpu
 from service.engine import deadline, scaling
 from service.engine.errors import InvalidRequest
 from service.engine.layout import (
+    ACTIVATION_BYTES,
     Layout,
     LayoutMemory,
     ModelShape,
@@ -55,7 +56,6 @@ from service.engine.step_model import DEFAULT_SUITE, StepModel
 from service.engine.step_profile import StepProfile
 
 STACKS = ("pytorch", "optimized")
-ACTIVATION_BYTES = {"fp32": 4, "tf32": 4}  # bytes per activation value exchanged; else 2
 WEIGHT_BYTES = {"fp32": 4.0, "tf32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0,
                 "int4": 0.5}  # fmt: skip
 # the bandwidth at which a layout's communication costs at most this share of its step
