@@ -78,9 +78,28 @@ class OptimizedStack:
     # logging and loss synchronisation, the data loader, gradient clipping's launches):
     # it does not speed up with the GPU
     host_s: float = 0.0
+    # attention kernels written for asynchronous tensor cores (FlashAttention-3, cuDNN's
+    # fused attention) over FlashAttention-2, on the GPUs that have them (1: the stack runs
+    # FlashAttention-2 there too, as llm-foundry's runs of January 2024 did)
+    native_attention_speedup: float = 1.0
 
     def efficiency(self, precision: str) -> float:
         return self.efficiency_8bit if precision in EIGHT_BIT else self.efficiency_16bit
+
+    def attention_rate(self, gpu: Gpu) -> float:
+        """Attention's rate over the GEMMs' on ``gpu``."""
+        if native_attention(gpu):
+            return self.attention_share * self.native_attention_speedup
+        return self.attention_share
+
+
+def native_attention(gpu: Gpu) -> bool:
+    """Whether ``gpu`` has the asynchronous tensor-core instructions (Hopper's wgmma and TMA,
+    data-centre Blackwell's tcgen05) that FlashAttention-3 and cuDNN's fused attention are
+    built on: compute capability 9.x and 10.x (Ada, Ampere and the GeForce Blackwell parts,
+    12.x, run FlashAttention-2's synchronous MMA)."""
+    major = (gpu.compute_capability or "0").split(".")[0]
+    return gpu.vendor == "nvidia" and major in ("9", "10")
 
 
 EIGHT_BIT = frozenset({"fp8", "int8", "int4"})
@@ -90,12 +109,16 @@ EIGHT_BIT = frozenset({"fp8", "int8", "int4"})
 # tests/engine/test_llm_validation.py checks the fit and the golden tables.
 OPTIMIZED = OptimizedStack(
     efficiency_16bit=0.62,
-    efficiency_8bit=0.64,
+    efficiency_8bit=0.54,
     memory_share=0.2,
     source="16-bit: llm-foundry MPT on H100 (2024-01-06); FP8: MLPerf Training v3.0-v4.1 "
     "GPT-3 175B and Llama 2 70B LoRA (2023-06-27 to 2024-11-13)",
     attention_share=0.3,
     host_s=0.2,
+    # FlashAttention-3 over FlashAttention-2 on the H100, bf16, head dimension 128 (Shah et
+    # al. 2024, figs. 5-6 and section 4.1: 1.5-2.0x forward, 1.5-1.75x backward): a training
+    # step's attention is one part forward to two parts backward, 1.65x
+    native_attention_speedup=1.65,
 )
 
 
@@ -182,12 +205,13 @@ def work(
     attention_flops = mode.tensor_flops
     if profile.precision in EIGHT_BIT and gpu.bf16_tflops:
         attention_flops = gpu.bf16_tflops * 1e12
+    attention_rate = optimized.attention_rate(gpu)
 
     def timed(phase: str) -> float:
         t = resource_times(profile.mix, mode, bandwidth, [phase])
         attention = profile.mix.work.get((phase, "attention"), (0.0, 0.0))[0]
         matmul = t.tensor_s + t.cuda_core_s - attention / mode.tensor_flops
-        compute = (matmul + attention / attention_flops / optimized.attention_share) / efficiency
+        compute = (matmul + attention / attention_flops / attention_rate) / efficiency
         compute += t.vector_s
         return compute + t.memory_s * optimized.memory_share
 

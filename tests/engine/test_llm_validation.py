@@ -4,6 +4,7 @@ out) and against the published Megatron-LM, Llama 3 and llm-foundry tables."""
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -83,9 +84,10 @@ def test_golden_mfu_of_the_published_tables(
       within 1; no other model loses as much from 4k to 8k).
     - Megatron-LM Table 1 (A100, not fitted; 2021 attention materialised its scores): every
       row within 5 points of the A100's peak.
-    - Llama 3 405B Table 4 (H100, not fitted): median within 5 points, every row within 7
-      (128k tokens, context parallel 16, is 7 low), with the interleaved schedule's V taken
-      as 8 (the paper does not print it; see llm_published.yaml).
+    - Llama 3 405B Table 4 (H100, not fitted): every row within 5 points, with the
+      interleaved schedule's V taken as 8 (the paper does not print it; see
+      llm_published.yaml) and Hopper's own attention kernels (at FlashAttention-2's rate the
+      131k-token row, context parallel 16, was 7 low).
     """
     report = lv.published_report(published, model.step_model, knowledge)
     assert len(report) == 47
@@ -96,8 +98,8 @@ def test_golden_mfu_of_the_published_tables(
     megatron = _gaps(report, "megatron-2021-table-1")
     assert all(abs(g) <= lv.GOLDEN_POINTS for g in megatron)
     llama = _gaps(report, "llama3-2024-table-4")
-    assert statistics.median(abs(g) for g in llama) <= lv.GOLDEN_POINTS
-    assert all(abs(g) <= 7 for g in llama)
+    assert len(llama) == 3
+    assert all(abs(g) <= lv.GOLDEN_POINTS for g in llama)
 
 
 def test_published_flops_follow_the_sources(published: list[lv.PublishedCase]) -> None:
@@ -128,3 +130,27 @@ def test_the_published_layouts_fit_the_gpus_they_ran_on(
         held = memory_per_gpu(case.profile.memory, case.layout, case.shape, True)
         assert held.total_bytes <= case.gpu.memory_gb * 2**30 * USABLE_MEMORY_SHARE, case.row
     assert sum(c.table.startswith("llama3") for c in published) == 3
+
+
+def test_hopper_attention_kernels_speed_up_long_sequences_only_where_the_source_ran_them(
+    published: list[lv.PublishedCase], model: PerformanceModel, knowledge: Knowledge
+) -> None:
+    """Llama 3's 131k-token row gains from Hopper's attention kernels far more than its 8k
+    rows (attention is 40% of its work, not 4%); llm-foundry's rows, which ran
+    FlashAttention-2 on the same H100s, are predicted with FlashAttention-2's rate."""
+    flash2 = replace(OPTIMIZED, native_attention_speedup=1.0)
+    llama = [c for c in published if c.table.startswith("llama3")]
+    gains = {
+        c.profile.seq_len: lv.published_step(c, model.step_model, knowledge, flash2).step_s
+        / lv.published_step(c, model.step_model, knowledge).step_s
+        for c in llama
+    }
+    assert gains[131072] > 1.25
+    assert 1.0 < gains[8192] < 1.06
+    mpt = next(
+        c for c in published if c.attention_kernel == "flash2" and c.profile.seq_len == 65536
+    )
+    same = [
+        lv.published_step(mpt, model.step_model, knowledge, s).step_s for s in (OPTIMIZED, flash2)
+    ]
+    assert same[0] == pytest.approx(same[1])

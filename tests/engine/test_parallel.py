@@ -3,6 +3,7 @@ step's data-parallel traffic and host time."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from service.engine.parallel import (
     fastest_fitting,
     layout_step,
     model_flops,
+    native_attention,
     network,
     planned_at,
     sized_at,
@@ -140,3 +142,39 @@ def test_only_a_training_step_on_the_optimized_stack_keeps_fused_activations(
         other = profile(model, WorkloadSchema().load(request), 120.0).to_dict()
         kept = StepProfile.from_profile(other)
         assert stacked(kept, ModelShape.from_profile(other), "optimized") is kept
+
+
+def test_attention_runs_faster_only_on_gpus_with_asynchronous_tensor_cores(
+    llama8b: dict[str, Any], model: PerformanceModel, knowledge: Knowledge
+) -> None:
+    """FlashAttention-3 and cuDNN's fused attention need Hopper's (or data-centre
+    Blackwell's) asynchronous tensor-core instructions: the H100, H200 and B200 get them, the
+    A100, L40S and the GeForce Blackwell parts run FlashAttention-2's rate. On the H100 only
+    attention speeds up: the step falls by at most attention's share of it."""
+    gpus = knowledge.gpus
+    assert all(
+        native_attention(gpus[g]) for g in ("h100-sxm-80gb", "h200-sxm-141gb", "b200-sxm-180gb")
+    )
+    assert not any(native_attention(gpus[g]) for g in ("a100-sxm4-80gb", "l40s"))
+    geforce = [g for g in gpus.values() if (g.compute_capability or "").startswith("12.")]
+    assert geforce
+    assert not any(native_attention(g) for g in geforce)
+    assert not any(native_attention(g) for g in gpus.values() if g.vendor != "nvidia")
+    step = StepProfile.from_profile(llama8b)
+    flash2 = replace(OPTIMIZED, native_attention_speedup=1.0)
+    for gid, faster in (("h100-sxm-80gb", True), ("a100-sxm4-80gb", False)):
+        gpu = gpus[gid]
+        mode = math_mode(gpu, "bf16")
+        native = work(step, gpu, mode, "optimized", model.step_model)
+        fa2 = work(step, gpu, mode, "optimized", model.step_model, optimized=flash2)
+        if not faster:
+            assert native == fa2
+            continue
+        attention = sum(
+            step.mix.work.get((p, "attention"), (0.0, 0.0))[0] for p in ("forward", "backward")
+        )
+        at_fa2 = (
+            attention / mode.tensor_flops / OPTIMIZED.attention_share / OPTIMIZED.efficiency_16bit
+        )
+        saved = (fa2.forward_s + fa2.backward_s) - (native.forward_s + native.backward_s)
+        assert saved == pytest.approx(at_fa2 * (1 - 1 / OPTIMIZED.native_attention_speedup))
