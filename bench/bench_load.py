@@ -224,7 +224,7 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--repeat", type=float, default=0.8)
     parser.add_argument("--outage", action="store_true")
-    parser.add_argument("--threads", type=int, default=4, help="threads a worker")
+    parser.add_argument("--threads", type=int, default=16, help="threads a worker")
     args = parser.parse_args()
     redis = RedisServer()
     redis.start()

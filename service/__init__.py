@@ -20,6 +20,7 @@ from profiles.catalog import Catalog
 from profiles.trace.stream import Limits
 from service import api, errors, jobs, metrics, security
 from service.cache import RedisCache, make_cache
+from service.compute import ComputePool
 from service.config import load_settings
 from service.engine.profiling import ProfileService
 from service.engine.service import EstimateService
@@ -49,12 +50,17 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     if redis is not None:
         figures.watch_queue(lambda: _queue_depth(redis))
     catalog = Catalog.load()
+    # started by each gunicorn worker (service/gunicorn_conf.py); until then, inline
+    compute = ComputePool(
+        settings["RIGHTSIZE_COMPUTE_PROCESSES"], settings["RIGHTSIZE_COMPUTE_NICE"], settings
+    )
     profiles = ProfileService(
         catalog,
         cache,
         settings["RIGHTSIZE_CACHE_TTL_S"],
         settings["RIGHTSIZE_PROFILE_TIME_LIMIT_S"],
         figures.profile.observe,
+        compute.count,
     )
     limits = Limits(
         compressed_bytes=settings["RIGHTSIZE_TRACE_MAX_BYTES"],
@@ -81,6 +87,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
             submissions=submissions,
             layers=Layers(estimates, submissions, prices),
             prices=prices,
+            compute=compute,
         ),
     )
     # werkzeug refuses larger bodies with 413 before reading them; JSON endpoints are

@@ -34,8 +34,8 @@ def main() -> None:
     help="processes (default: 2 with Redis, 1 on the in-process cache, which a "
     "second process would not share)",
 )
-@click.option("--threads", default=4, show_default=True, type=int)
-def serve(host: str, port: int, workers: int | None, threads: int) -> None:
+@click.option("--threads", default=None, type=int, help="threads a worker (RIGHTSIZE_THREADS, 16)")
+def serve(host: str, port: int, workers: int | None, threads: int | None) -> None:
     """Serve the API with gunicorn (Redis if RIGHTSIZE_REDIS_URL is set, else in-process)."""
     from gunicorn.app.base import Application
 
@@ -55,7 +55,8 @@ def serve(host: str, port: int, workers: int | None, threads: int) -> None:
             self.load_config_from_module_name_or_filename("python:service.gunicorn_conf")
             self.cfg.set("bind", f"{host}:{port}")
             self.cfg.set("workers", workers)
-            self.cfg.set("threads", threads)
+            if threads is not None:
+                self.cfg.set("threads", threads)
 
         def load(self) -> Any:
             return app

@@ -25,6 +25,8 @@
 | ``RIGHTSIZE_REQUIRE_READ_KEY`` | ``false`` | reads need a key too (writes always do) |
 | ``RIGHTSIZE_RATE_LIMIT`` | ``600 per minute`` | per API key, else per client address |
 | ``RIGHTSIZE_CORS_ORIGINS`` | unset | browser origins allowed (comma-separated) |
+| ``RIGHTSIZE_COMPUTE_PROCESSES`` | ``1`` | per gunicorn worker: count profiles, rank new answers |
+| ``RIGHTSIZE_COMPUTE_NICE`` | ``10`` | how much lower their CPU priority is (0-19) |
 """
 
 from __future__ import annotations
@@ -62,6 +64,20 @@ def _positive_int(text: str) -> int:
     value = int(text)
     if value <= 0:
         raise ValueError("must be > 0")
+    return value
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 64:
+        raise ValueError("must be between 0 and 64")
+    return value
+
+
+def _niceness(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 19:
+        raise ValueError("must be between 0 and 19")
     return value
 
 
@@ -144,6 +160,8 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any]] = {
     "REQUIRE_READ_KEY": (_bool, False),
     "RATE_LIMIT": (_rate, "600 per minute"),
     "CORS_ORIGINS": (_origins, ()),
+    "COMPUTE_PROCESSES": (_count, 1),
+    "COMPUTE_NICE": (_niceness, 10),
 }
 
 

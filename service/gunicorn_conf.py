@@ -4,7 +4,7 @@
 
 Environment: ``WEB_CONCURRENCY`` (worker processes; default 2 with Redis, 1 without, since
 a second process would not share the in-process cache), ``RIGHTSIZE_THREADS`` (threads a
-worker, default 4), ``RIGHTSIZE_BIND`` (default 0.0.0.0:8000), ``RIGHTSIZE_MAX_REQUESTS``
+worker, default 16), ``RIGHTSIZE_BIND`` (default 0.0.0.0:8000), ``RIGHTSIZE_MAX_REQUESTS``
 (requests a worker serves before it is replaced, default 100,000; 0: never).
 """
 
@@ -17,7 +17,9 @@ bind = os.environ.get("RIGHTSIZE_BIND", "0.0.0.0:8000")
 workers = int(
     os.environ.get("WEB_CONCURRENCY") or (2 if os.environ.get("RIGHTSIZE_REDIS_URL") else 1)
 )
-threads = int(os.environ.get("RIGHTSIZE_THREADS", "4"))
+# many threads: most of a worker's threads wait (for Redis, or for a compute process,
+# without the interpreter lock) while a few send cached answers
+threads = int(os.environ.get("RIGHTSIZE_THREADS", "16"))
 worker_class = "gthread"
 # a profile is stopped after RIGHTSIZE_PROFILE_TIME_LIMIT_S (20 s); the slowest answers
 # (a cold recommendation over every GPU) take under a second: 60 s kills only a stuck worker
@@ -42,9 +44,19 @@ limit_request_field_size = 8190
 
 def post_worker_init(worker: Any) -> None:
     """Each worker builds the performance model in the background as it starts (not the
-    master: a fork after OpenMP has run in the parent can hang the child)."""
+    master: a fork after OpenMP has run in the parent can hang the child), and starts its
+    compute processes (service/compute.py)."""
     from service.state import state
 
     with worker.wsgi.app_context():
         state().estimates.warm()
         state().layers.watch()  # the retrained model and refreshed prices, when they change
+        state().compute.start()
+
+
+def worker_exit(server: Any, worker: Any) -> None:
+    """A worker leaving (replaced, or the server stopping) stops its compute processes."""
+    from service.state import state
+
+    with worker.wsgi.app_context():
+        state().compute.stop()

@@ -16,6 +16,7 @@ from service.engine.service import EstimateService
 from service.engine.traces import TraceService
 
 if TYPE_CHECKING:
+    from service.compute import ComputePool
     from service.layers import Layers
     from service.prices import PriceFile
     from service.submissions import SubmissionStore
@@ -36,6 +37,7 @@ class AppState:
     submissions: SubmissionStore
     layers: Layers  # the curated model, or the one a retrain fitted with submitted rows
     prices: PriceFile  # refreshed cloud prices (admin)
+    compute: ComputePool  # child processes for the CPU-heavy work (service.compute)
 
 
 def attach(app: Flask, state: AppState) -> None:

@@ -1,0 +1,210 @@
+"""CPU-heavy work in child processes at a lower CPU priority, so that cached answers never
+queue behind it.
+
+CPython runs one thread of a process at a time. A recommendation ranked anew holds a
+gunicorn worker's interpreter lock for 30-100 ms, a profile counted anew for 100 ms or
+more, and every cached answer the worker's other threads have to send meanwhile waits
+(``bench/bench_load.py``: cached recommendations' p99 about 300 ms with new ones ranked in
+the workers, 34 ms with none). A :class:`ComputePool` runs that work in
+``RIGHTSIZE_COMPUTE_PROCESSES`` spawned processes per worker, niced by
+``RIGHTSIZE_COMPUTE_NICE``: the worker's thread waits for it without the interpreter lock,
+and the kernel runs the workers first.
+
+- Profiles: the count alone, a pure function of the resolved model and the workload, runs
+  in a child; the worker caches the result as before.
+- Recommendations not in the cache: the whole request is answered by the child's own copy
+  of the app, when the cache is shared (Redis reachable), so that what the child stores
+  (the profile, the answer) every worker reads. With the in-process cache, or while Redis
+  is away, the worker ranks them itself.
+
+A child that dies is replaced and the request it had is computed in the worker. Until
+:meth:`ComputePool.start` (tests, the CLI, the rq worker) everything runs in the caller.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from flask import Flask, Request, Response
+from werkzeug.test import EnvironBuilder
+
+from profiles.description import ResolvedModel
+from profiles.profile import profile
+from profiles.workload import Workload
+from service.engine.errors import TooSlow
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+# headers the worker sets itself or that describe the child's connection, not the answer
+_NOT_FORWARDED = frozenset({"content-length", "connection", "keep-alive", "transfer-encoding"})
+# beyond the request's own limits, how long a worker waits for a child before giving up
+_GRACE_S = 10.0
+
+# a child's copy of the app (set by _boot, in the child only)
+_APP: Flask | None = None
+
+
+def _boot(config: Mapping[str, Any], niceness: int) -> None:
+    """A child's start: lower its priority, build its app and start its performance model.
+    The worker that hands a request over has counted it against the rate limits and logs
+    it; the child logs only its warnings and errors."""
+    global _APP  # noqa: PLW0603 - the child process's one app
+    os.nice(niceness)
+    from service import create_app
+    from service.state import state
+
+    level = config.get("RIGHTSIZE_LOG_LEVEL")
+    quiet = level if level in ("DEBUG", "ERROR") else "WARNING"
+    own = {"RIGHTSIZE_COMPUTE_PROCESSES": 0, "RIGHTSIZE_LOG_LEVEL": quiet}
+    _APP = create_app({**config, **own, "RATELIMIT_ENABLED": False})
+    with _APP.app_context():
+        state().estimates.warm()
+
+
+def _count(model: ResolvedModel, workload: Workload, limit_s: float) -> dict[str, Any]:
+    return profile(model, workload, limit_s).to_dict()
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """An exception raised in a child, carried back as data: the service's errors take
+    their own arguments (a field, a limit), which pickling an exception would not give back."""
+
+    kind: type[BaseException]
+    args: tuple[Any, ...]
+    state: dict[str, Any]
+
+    def rebuilt(self) -> BaseException:
+        exc = self.kind.__new__(self.kind)
+        exc.args = self.args
+        exc.__dict__.update(self.state)
+        return exc
+
+
+def _count_in_child(
+    model: ResolvedModel, workload: Workload, limit_s: float
+) -> dict[str, Any] | _Failure:
+    try:
+        return _count(model, workload, limit_s)
+    except Exception as exc:  # every error goes back to the worker as it was
+        return _Failure(type(exc), exc.args, dict(vars(exc)))
+
+
+def _answer(
+    method: str, path: str, query: str, headers: list[tuple[str, str]], body: bytes
+) -> tuple[int, list[tuple[str, str]], bytes]:
+    """A request answered by the child's app: status, headers, body."""
+    if _APP is None:
+        raise RuntimeError("not a compute child")
+    environ = EnvironBuilder(
+        method=method, path=path, query_string=query, headers=headers, data=body
+    ).get_environ()
+    response = Response.from_app(_APP, environ, buffered=True)
+    return response.status_code, list(response.headers.items()), response.get_data()
+
+
+def _ready() -> bool:
+    return _APP is not None
+
+
+class ComputePool:
+    """``processes`` children per worker process (0: none, everything in the caller)."""
+
+    def __init__(self, processes: int, niceness: int, config: Mapping[str, Any]) -> None:
+        self.processes = processes
+        self.niceness = niceness
+        # the app's settings as given (the child builds the same app from them)
+        self._config = {k: v for k, v in config.items() if k.startswith("RIGHTSIZE_")}
+        self._executor: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def running(self) -> bool:
+        return self._executor is not None
+
+    def start(self) -> None:
+        """Start the children (in a gunicorn worker, after the fork: never in the master,
+        where a fork after OpenMP has run can hang). Their apps build in the background."""
+        with self._lock:
+            if self.processes > 0 and self._executor is None:
+                self._executor = self._new()
+                self._executor.submit(_ready)
+
+    def stop(self) -> None:
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+    def _new(self) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(
+            max_workers=self.processes,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_boot,
+            initargs=(self._config, self.niceness),
+        )
+
+    def _run(self, timeout_s: float, here: Callable[[], T], fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in a child (``here()`` in the caller without children, or when the
+        child died)."""
+        executor = self._executor
+        if executor is None:
+            return here()
+        try:
+            future: Future[T] = executor.submit(fn, *args)
+            return future.result(timeout=timeout_s)
+        except TimeoutError:  # the child's own limits did not stop it
+            raise TooSlow(timeout_s) from None
+        except BrokenProcessPool:
+            log.warning("a compute process died; starting another, this request runs here")
+            with self._lock:
+                if self._executor is executor:
+                    executor.shutdown(wait=False, cancel_futures=True)
+                    self._executor = self._new()
+            return here()
+
+    def count(self, model: ResolvedModel, workload: Workload, limit_s: float) -> dict[str, Any]:
+        """The profile of ``workload`` on ``model`` (a child counts it)."""
+        found = self._run(
+            limit_s + _GRACE_S,
+            lambda: _count_in_child(model, workload, limit_s),
+            _count_in_child,
+            model,
+            workload,
+            limit_s,
+        )
+        if isinstance(found, _Failure):
+            raise found.rebuilt()
+        return found
+
+    def answer(self, request: Request, request_id: str, timeout_s: float) -> Response | None:
+        """``request`` answered by a child (its log lines under ``request_id``), or None
+        where the caller must answer it (no children, or one died)."""
+        if self._executor is None:
+            return None
+        headers = [(k, v) for k, v in request.headers.items()
+                   if k.lower() not in ("host", "x-request-id")]  # fmt: skip
+        headers.append(("X-Request-ID", request_id))
+        status, sent, body = self._run(
+            timeout_s + _GRACE_S,
+            lambda: (0, [], b""),
+            _answer,
+            request.method,
+            request.path,
+            request.query_string.decode("latin-1"),
+            headers,
+            request.get_data(),
+        )
+        if status == 0:
+            return None
+        kept = [(k, v) for k, v in sent if k.lower() not in _NOT_FORWARDED]
+        return Response(body, status=status, headers=kept)

@@ -1,0 +1,174 @@
+"""The compute processes (service/compute.py): profiles counted and new recommendations
+ranked in a niced child process, with the same answers and errors as in the worker; a child
+that dies is replaced; without a shared cache the worker ranks them itself."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from flask import Flask
+
+from profiles.catalog import Catalog
+from profiles.description import resolve
+from profiles.workload import WorkloadSchema
+from service import compute, create_app
+from service.compute import ComputePool
+from service.engine import rank
+from service.engine.errors import TooSlow
+from service.state import state
+from tests.conftest import with_key
+from tests.service.helpers import problem
+
+GPT2 = {"name": "gpt2"}
+REC: dict[str, Any] = {
+    "model": GPT2,
+    "workload": {"task": "training", "batch_size": 4, "seq_len": 512, "precision": "bf16",
+                 "dataset_tokens": 100_000_000},
+    "constraints": {"max_gpus": 8},
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def pooled(redis_url: str) -> Iterator[Flask]:
+    """An app whose worker has one compute process (as gunicorn's post_worker_init starts
+    it), on a real Redis."""
+    prefix = f"rightsize-test:compute-{os.getpid()}:"
+    app = create_app({"TESTING": True, "REDIS_URL": redis_url, "KEY_PREFIX": prefix})
+    with app.app_context():
+        pool = state().compute
+        pool.start()
+        assert pool.running
+        yield app
+        pool.stop()
+
+
+def _not_here(*_: Any, **__: Any) -> Any:
+    raise AssertionError("computed in the worker, not in its compute process")
+
+
+def _child_pids(pool: ComputePool) -> set[int]:
+    executor = pool._executor
+    assert executor is not None
+    return set((executor._processes or {}).keys())
+
+
+def test_a_recommendation_ranked_in_a_child_is_the_one_the_worker_would_give(
+    pooled: Flask, monkeypatch: pytest.MonkeyPatch, app: Flask
+) -> None:
+    """The worker does not rank it (its own ranking is made to fail): the child answers,
+    stores it where every worker reads, and the answer matches a worker's own."""
+    budget = 1000 + time.time_ns() % 10**6  # a request no test asked before
+    body = {**REC, "constraints": {**REC["constraints"], "budget_monthly_usd": budget}}
+
+    with monkeypatch.context() as patch:
+        patch.setattr(rank, "recommend", _not_here)
+        sent = with_key(pooled.test_client()).post("/v1/recommendations", json=body)
+    assert sent.status_code == 200, sent.get_data(as_text=True)
+    assert sent.mimetype == "application/json"
+    answer = sent.get_json()
+    assert answer["request"] == body
+    again = pooled.test_client().get(f"/v1/recommendations/{answer['id']}")
+    assert again.get_json() == answer
+    own = with_key(app.test_client()).post("/v1/recommendations", json=body).get_json()
+    assert own["id"] == answer["id"]
+    assert own["recommendations"] == answer["recommendations"]
+
+
+def test_a_profile_counted_in_a_child_is_the_one_counted_here(
+    pooled: Flask, monkeypatch: pytest.MonkeyPatch, app: Flask
+) -> None:
+    batch = 3 + time.time_ns() % 500
+    body = {"model": GPT2, "workload": {"task": "training", "batch_size": batch, "seq_len": 64}}
+
+    with monkeypatch.context() as patch:
+        patch.setattr(compute, "_count", _not_here)
+        sent = with_key(pooled.test_client()).post("/v1/profiles", json=body)
+    assert sent.status_code == 200, sent.get_data(as_text=True)
+    here = with_key(app.test_client()).post("/v1/profiles", json=body)
+    for key in ("profile_id", "flops", "memory"):
+        assert sent.get_json()[key] == here.get_json()[key]
+
+
+def test_errors_raised_in_a_child_reach_the_client_as_the_worker_would_send_them(
+    pooled: Flask, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A workload the model cannot take fails in the child's count (the profile) and in the
+    child's ranking (the recommendation): the same 422 naming the field either way."""
+    bad = {"task": "training", "batch_size": 2, "seq_len": 64, "image_size": 224}
+
+    monkeypatch.setattr(compute, "_count", _not_here)
+    monkeypatch.setattr(rank, "recommend", _not_here)
+    client = with_key(pooled.test_client())
+    for path, body in (
+        ("/v1/profiles", {"model": GPT2, "workload": bad}),
+        ("/v1/recommendations", {"model": GPT2, "workload": bad}),
+    ):
+        sent = client.post(path, json=body)
+        found = problem(sent, 422)
+        assert "workload.image_size" in str(found), found
+
+
+def test_an_error_keeps_its_own_fields_across_the_process_boundary() -> None:
+    """The service's errors take their own arguments (a limit, a field), which pickling
+    would not give back: they are carried as data and rebuilt."""
+    failure = compute._Failure(TooSlow, ("message",), {"limit_s": 3.0})
+    rebuilt = failure.rebuilt()
+    assert isinstance(rebuilt, TooSlow)
+    assert rebuilt.limit_s == 3.0
+    model = resolve(GPT2, Catalog.load())
+    workload = WorkloadSchema().load({"task": "training", "batch_size": 1, "seq_len": 10**7})
+    carried = compute._count_in_child(model, workload, 5.0)
+    assert isinstance(carried, compute._Failure)
+    assert "seq_len" in str(carried.rebuilt())
+
+
+def test_a_child_that_dies_is_replaced_and_its_request_answered(pooled: Flask) -> None:
+    pool = state().compute
+    before = _child_pids(pool)
+    assert before
+    for pid in before:
+        os.kill(pid, signal.SIGKILL)
+    time.sleep(0.5)
+    batch = 3 + time.time_ns() % 500
+    body = {"model": GPT2, "workload": {"task": "training", "batch_size": batch, "seq_len": 32}}
+    sent = with_key(pooled.test_client()).post("/v1/profiles", json=body)
+    assert sent.status_code == 200, sent.get_data(as_text=True)
+    assert pool.running
+    after = with_key(pooled.test_client()).post(
+        "/v1/profiles", json={**body, "workload": {**body["workload"], "batch_size": batch + 1}}
+    )
+    assert after.status_code == 200
+    assert _child_pids(pool)
+    assert not _child_pids(pool) & before
+
+
+def test_without_a_shared_cache_the_worker_ranks_new_recommendations_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the in-process cache a child's stored answer would be its own: the worker
+    ranks (and stores) it."""
+    app = create_app({"TESTING": True, "COMPUTE_PROCESSES": 1})
+    with app.app_context():
+        pool = state().compute
+        pool.start()
+        try:
+            calls = []
+            real = rank.recommend
+
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                calls.append(1)
+                return real(*args, **kwargs)
+
+            monkeypatch.setattr(rank, "recommend", counted)
+            sent = with_key(app.test_client()).post("/v1/recommendations", json=REC)
+            assert sent.status_code == 200
+            assert calls == [1]
+            ident = sent.get_json()["id"]
+            assert app.test_client().get(f"/v1/recommendations/{ident}").status_code == 200
+        finally:
+            pool.stop()
