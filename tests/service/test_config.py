@@ -26,6 +26,8 @@ class TestSettings:
             pytest.param("RIGHTSIZE_CACHE_TTL_S", "-5", id="negative"),
             pytest.param("RIGHTSIZE_REDIS_URL", "localhost:6379", id="no-scheme"),
             pytest.param("RIGHTSIZE_LOG_LEVEL", "LOUD", id="bad-level"),
+            pytest.param("RIGHTSIZE_COMPUTE_PROCESSES", "-1", id="negative-processes"),
+            pytest.param("RIGHTSIZE_COMPUTE_NICE", "20", id="niceness-past-19"),
         ],
     )
     def test_bad_value_names_the_key(self, key: str, value: str) -> None:
