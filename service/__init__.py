@@ -52,7 +52,10 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     catalog = Catalog.load()
     # started by each gunicorn worker (service/gunicorn_conf.py); until then, inline
     compute = ComputePool(
-        settings["RIGHTSIZE_COMPUTE_PROCESSES"], settings["RIGHTSIZE_COMPUTE_NICE"], settings
+        settings["RIGHTSIZE_COMPUTE_PROCESSES"],
+        settings["RIGHTSIZE_COMPUTE_NICE"],
+        settings,
+        lambda kind, where: figures.compute.labels(kind, where).inc(),
     )
     profiles = ProfileService(
         catalog,

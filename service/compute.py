@@ -119,9 +119,16 @@ def _ready() -> bool:
 class ComputePool:
     """``processes`` children per worker process (0: none, everything in the caller)."""
 
-    def __init__(self, processes: int, niceness: int, config: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        processes: int,
+        niceness: int,
+        config: Mapping[str, Any],
+        observe: Callable[[str, str], None] | None = None,
+    ) -> None:
         self.processes = processes
         self.niceness = niceness
+        self._observe = observe  # (kind, where): where each task ran, child or worker
         # the app's settings as given (the child builds the same app from them)
         self._config = {k: v for k, v in config.items() if k.startswith("RIGHTSIZE_")}
         self._executor: ProcessPoolExecutor | None = None
@@ -153,15 +160,17 @@ class ComputePool:
             initargs=(self._config, self.niceness),
         )
 
-    def _run(self, timeout_s: float, here: Callable[[], T], fn: Callable[..., T], *args: Any) -> T:
+    def _run(
+        self, kind: str, timeout_s: float, here: Callable[[], T], fn: Callable[..., T], *args: Any
+    ) -> T:
         """``fn(*args)`` in a child (``here()`` in the caller without children, or when the
         child died)."""
         executor = self._executor
         if executor is None:
-            return here()
+            return self._here(kind, here)
         try:
             future: Future[T] = executor.submit(fn, *args)
-            return future.result(timeout=timeout_s)
+            found = future.result(timeout=timeout_s)
         except TimeoutError:  # the child's own limits did not stop it
             raise TooSlow(timeout_s) from None
         except BrokenProcessPool:
@@ -170,11 +179,20 @@ class ComputePool:
                 if self._executor is executor:
                     executor.shutdown(wait=False, cancel_futures=True)
                     self._executor = self._new()
-            return here()
+            return self._here(kind, here)
+        if self._observe is not None:
+            self._observe(kind, "child")
+        return found
+
+    def _here(self, kind: str, here: Callable[[], T]) -> T:
+        if self._observe is not None and kind == "profile":  # a recommendation says itself
+            self._observe(kind, "worker")
+        return here()
 
     def count(self, model: ResolvedModel, workload: Workload, limit_s: float) -> dict[str, Any]:
         """The profile of ``workload`` on ``model`` (a child counts it)."""
         found = self._run(
+            "profile",
             limit_s + _GRACE_S,
             lambda: _count_in_child(model, workload, limit_s),
             _count_in_child,
@@ -186,15 +204,22 @@ class ComputePool:
             raise found.rebuilt()
         return found
 
+    def ranked_here(self) -> None:
+        """Count a recommendation the worker ranks itself."""
+        if self._observe is not None:
+            self._observe("recommendation", "worker")
+
     def answer(self, request: Request, request_id: str, timeout_s: float) -> Response | None:
         """``request`` answered by a child (its log lines under ``request_id``), or None
         where the caller must answer it (no children, or one died)."""
         if self._executor is None:
+            self.ranked_here()
             return None
         headers = [(k, v) for k, v in request.headers.items()
                    if k.lower() not in ("host", "x-request-id")]  # fmt: skip
         headers.append(("X-Request-ID", request_id))
         status, sent, body = self._run(
+            "recommendation",
             timeout_s + _GRACE_S,
             lambda: (0, [], b""),
             _answer,
@@ -205,6 +230,7 @@ class ComputePool:
             request.get_data(),
         )
         if status == 0:
+            self.ranked_here()
             return None
         kept = [(k, v) for k, v in sent if k.lower() not in _NOT_FORWARDED]
         return Response(body, status=status, headers=kept)

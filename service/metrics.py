@@ -3,8 +3,10 @@
 Requests and their latency by endpoint (the route's template, so that ids do not multiply
 the series) and status; cache lookups by kind (the key's prefix: profile, recommendation,
 trace...) and result, whose ratio is the hit ratio; the time to count a profile on a cache
-miss; the job queue's depth (Redis only). Each app has its own registry; under gunicorn
-each worker reports its own counts (scrape each worker, or sum them).
+miss; where profiles were counted and recommendations ranked (a compute process or the
+worker, :mod:`service.compute`); the job queue's depth (Redis only). Each app has its own
+registry; under gunicorn each worker reports its own counts (scrape each worker, or sum
+them).
 """
 
 from __future__ import annotations
@@ -52,6 +54,12 @@ class Metrics:
             registry=r,
         )
         self.queue = Gauge("rightsize_queue_depth", "jobs waiting in the queue", registry=r)
+        self.compute = Counter(
+            "rightsize_compute_tasks",
+            "profiles counted and recommendations ranked, by where (child: a compute process)",
+            ["kind", "where"],
+            registry=r,
+        )
 
     def watch_queue(self, depth: Callable[[], float]) -> None:
         self.queue.set_function(depth)

@@ -153,6 +153,8 @@ class Recommendations(MethodView):
             answered = st.compute.answer(request, g.request_id, limit)
             if answered is not None:
                 return answered
+        else:
+            st.compute.ranked_here()
         answer = {
             "id": ident,
             **rank.recommend(service, body),

@@ -47,6 +47,14 @@ def pooled(redis_url: str) -> Iterator[Flask]:
         pool.stop()
 
 
+def _tasks(app: Flask, kind: str, where: str) -> float:
+    """``rightsize_compute_tasks_total{kind, where}`` from the app's /metrics."""
+    text = app.test_client().get("/metrics").get_data(as_text=True)
+    line = f'rightsize_compute_tasks_total{{kind="{kind}",where="{where}"}} '
+    found = [float(x.split()[-1]) for x in text.splitlines() if x.startswith(line)]
+    return found[0] if found else 0.0
+
+
 def _not_here(*_: Any, **__: Any) -> Any:
     raise AssertionError("computed in the worker, not in its compute process")
 
@@ -65,11 +73,13 @@ def test_a_recommendation_ranked_in_a_child_is_the_one_the_worker_would_give(
     budget = 1000 + time.time_ns() % 10**6  # a request no test asked before
     body = {**REC, "constraints": {**REC["constraints"], "budget_monthly_usd": budget}}
 
+    before = _tasks(pooled, "recommendation", "child")
     with monkeypatch.context() as patch:
         patch.setattr(rank, "recommend", _not_here)
         sent = with_key(pooled.test_client()).post("/v1/recommendations", json=body)
     assert sent.status_code == 200, sent.get_data(as_text=True)
     assert sent.mimetype == "application/json"
+    assert _tasks(pooled, "recommendation", "child") == before + 1
     answer = sent.get_json()
     assert answer["request"] == body
     again = pooled.test_client().get(f"/v1/recommendations/{answer['id']}")
@@ -85,10 +95,12 @@ def test_a_profile_counted_in_a_child_is_the_one_counted_here(
     batch = 3 + time.time_ns() % 500
     body = {"model": GPT2, "workload": {"task": "training", "batch_size": batch, "seq_len": 64}}
 
+    before = _tasks(pooled, "profile", "child")
     with monkeypatch.context() as patch:
         patch.setattr(compute, "_count", _not_here)
         sent = with_key(pooled.test_client()).post("/v1/profiles", json=body)
     assert sent.status_code == 200, sent.get_data(as_text=True)
+    assert _tasks(pooled, "profile", "child") == before + 1
     here = with_key(app.test_client()).post("/v1/profiles", json=body)
     for key in ("profile_id", "flops", "memory"):
         assert sent.get_json()[key] == here.get_json()[key]
@@ -134,10 +146,12 @@ def test_a_child_that_dies_is_replaced_and_its_request_answered(pooled: Flask) -
     for pid in before:
         os.kill(pid, signal.SIGKILL)
     time.sleep(0.5)
+    here = _tasks(pooled, "profile", "worker")
     batch = 3 + time.time_ns() % 500
     body = {"model": GPT2, "workload": {"task": "training", "batch_size": batch, "seq_len": 32}}
     sent = with_key(pooled.test_client()).post("/v1/profiles", json=body)
     assert sent.status_code == 200, sent.get_data(as_text=True)
+    assert _tasks(pooled, "profile", "worker") == here + 1  # its child had died
     assert pool.running
     after = with_key(pooled.test_client()).post(
         "/v1/profiles", json={**body, "workload": {**body["workload"], "batch_size": batch + 1}}
@@ -168,6 +182,8 @@ def test_without_a_shared_cache_the_worker_ranks_new_recommendations_itself(
             sent = with_key(app.test_client()).post("/v1/recommendations", json=REC)
             assert sent.status_code == 200
             assert calls == [1]
+            assert _tasks(app, "recommendation", "worker") == 1
+            assert _tasks(app, "recommendation", "child") == 0
             ident = sent.get_json()["id"]
             assert app.test_client().get(f"/v1/recommendations/{ident}").status_code == 200
         finally:
