@@ -426,9 +426,11 @@ def _llm(llm: dict[str, Any]) -> None:
         f"{ops['fitted_on_all']['median_ape']:.1%})"
     )
     for table, found in llm["golden"].items():
+        kind = "golden" if found["held"] else "reported (not held)"
         click.echo(
-            f"  golden {table}: median gap {found['median_gap_points']:.1f} points, "
-            f"largest {found['max_gap_points']:.1f}"
+            f"  {kind} {table}: median gap {found['median_gap_points']:.1f} points "
+            f"({found['median_signed_gap_points']:+.1f} signed), largest "
+            f"{found['max_gap_points']:.1f}"
         )
         for row in found["rows"]:
             click.echo(

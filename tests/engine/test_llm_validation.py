@@ -90,7 +90,8 @@ def test_golden_mfu_of_the_published_tables(
       131k-token row, context parallel 16, was 7 low).
     """
     report = lv.published_report(published, model.step_model, knowledge)
-    assert len(report) == 47
+    assert len(report) == 67
+    assert sum(r["held"] for r in report) == 47
     foundry = _gaps(report, "llm-foundry-mpt-h100")
     assert sum(abs(g) > lv.GOLDEN_POINTS for g in foundry) <= 1
     assert statistics.median(abs(g) for g in foundry) <= 2
@@ -100,6 +101,24 @@ def test_golden_mfu_of_the_published_tables(
     llama = _gaps(report, "llama3-2024-table-4")
     assert len(llama) == 3
     assert all(abs(g) <= lv.GOLDEN_POINTS for g in llama)
+
+
+def test_the_a100_table_is_reported_with_what_the_h100_fit_misses_there(
+    published: list[lv.PublishedCase], model: PerformanceModel, knowledge: Knowledge
+) -> None:
+    """llm-foundry's A100 table (the same runs on A100 80GB, MFU of 312 TFLOP/s) is not held
+    to the golden tolerance: the stack's constants are the H100's. It is predicted low
+    (median 14 points: the runs reach a larger share of the A100's lower peak, though its
+    isolated GEMMs do not), no row below 60% of its printed MFU; 30B at 8k tokens, the H100 table's
+    outlier, runs as slowly on the A100 (39% MFU against 55% at 2k tokens)."""
+    rows = [r for r in lv.published_report(published, model.step_model, knowledge)
+            if r["table"] == "llm-foundry-mpt-a100"]  # fmt: skip
+    assert len(rows) == 20
+    assert not any(r["held"] for r in rows)
+    assert all(0.6 <= r["predicted"] / r["printed"] <= 1.05 for r in rows)
+    assert -20 < statistics.median(r["gap_points"] for r in rows) < -5
+    by = {(r["model"], r["seq"]): r["printed"] for r in rows if r["model"] == "mpt-30b"}
+    assert by[("mpt-30b", 8192)] < by[("mpt-30b", 2048)] - 0.1
 
 
 def test_published_flops_follow_the_sources(published: list[lv.PublishedCase]) -> None:
