@@ -27,6 +27,7 @@ import logging
 import multiprocessing
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -59,6 +60,7 @@ def _boot(config: Mapping[str, Any], niceness: int) -> None:
     it; the child logs only its warnings and errors."""
     global _APP  # noqa: PLW0603 - the child process's one app
     os.nice(niceness)
+    _follow(os.getppid())
     from service import create_app
     from service.state import state
 
@@ -68,6 +70,20 @@ def _boot(config: Mapping[str, Any], niceness: int) -> None:
     _APP = create_app({**config, **own, "RATELIMIT_ENABLED": False})
     with _APP.app_context():
         state().estimates.warm()
+
+
+def _follow(parent: int, every_s: float = 1.0) -> threading.Thread:
+    """End this child when its worker is gone: a worker that gunicorn kills (its timeout)
+    cannot stop its children, and a child only waits on its queue, forever."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every_s)
+        os._exit(0)
+
+    watcher = threading.Thread(target=watch, name="compute-follows-worker", daemon=True)
+    watcher.start()
+    return watcher
 
 
 def _count(model: ResolvedModel, workload: Workload, limit_s: float) -> dict[str, Any]:

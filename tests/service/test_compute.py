@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -188,3 +190,48 @@ def test_without_a_shared_cache_the_worker_ranks_new_recommendations_itself(
             assert app.test_client().get(f"/v1/recommendations/{ident}").status_code == 200
         finally:
             pool.stop()
+
+
+WORKER = """
+import sys, time
+from service.compute import ComputePool, _ready
+from service.config import load_settings
+pool = ComputePool(1, 10, load_settings())
+pool.start()
+print(pool._executor.submit(_ready).result(timeout=120), flush=True)
+print(*pool._executor._processes, flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_child_ends_when_its_worker_is_killed() -> None:
+    """gunicorn kills a stuck worker outright (its timeout): the worker cannot stop its
+    children, which would wait on their queue forever; each follows its worker and ends."""
+    with subprocess.Popen(
+        [sys.executable, "-c", WORKER], stdout=subprocess.PIPE, text=True
+    ) as worker:
+        try:
+            assert worker.stdout is not None
+            assert worker.stdout.readline().strip() == "True"  # the child's app is built
+            (child,) = (int(p) for p in worker.stdout.readline().split())
+            assert _alive(child)
+            assert _niceness(child) == 10
+        finally:
+            worker.kill()
+    deadline = time.monotonic() + 15
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _alive(child)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            return handle.read().split(")")[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _niceness(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+        return int(handle.read().split(")")[1].split()[16])
