@@ -28,6 +28,7 @@ import multiprocessing
 import os
 import threading
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -90,6 +91,10 @@ def _count(model: ResolvedModel, workload: Workload, limit_s: float) -> dict[str
     return profile(model, workload, limit_s).to_dict()
 
 
+class ChildTraceback(Exception):
+    """Where in the child an error was raised (the cause of the error rebuilt here)."""
+
+
 @dataclass(frozen=True)
 class _Failure:
     """An exception raised in a child, carried back as data: the service's errors take
@@ -98,11 +103,13 @@ class _Failure:
     kind: type[BaseException]
     args: tuple[Any, ...]
     state: dict[str, Any]
+    trace: str = ""
 
     def rebuilt(self) -> BaseException:
         exc = self.kind.__new__(self.kind)
         exc.args = self.args
         exc.__dict__.update(self.state)
+        exc.__cause__ = ChildTraceback(self.trace) if self.trace else None
         return exc
 
 
@@ -112,7 +119,7 @@ def _count_in_child(
     try:
         return _count(model, workload, limit_s)
     except Exception as exc:  # every error goes back to the worker as it was
-        return _Failure(type(exc), exc.args, dict(vars(exc)))
+        return _Failure(type(exc), exc.args, dict(vars(exc)), traceback.format_exc())
 
 
 def _answer(
@@ -210,7 +217,7 @@ class ComputePool:
         found = self._run(
             "profile",
             limit_s + _GRACE_S,
-            lambda: _count_in_child(model, workload, limit_s),
+            lambda: _count(model, workload, limit_s),
             _count_in_child,
             model,
             workload,

@@ -138,7 +138,10 @@ def test_an_error_keeps_its_own_fields_across_the_process_boundary() -> None:
     workload = WorkloadSchema().load({"task": "training", "batch_size": 1, "seq_len": 10**7})
     carried = compute._count_in_child(model, workload, 5.0)
     assert isinstance(carried, compute._Failure)
-    assert "seq_len" in str(carried.rebuilt())
+    again = carried.rebuilt()
+    assert "seq_len" in str(again)
+    assert isinstance(again.__cause__, compute.ChildTraceback)  # where the child raised it
+    assert "Traceback" in str(again.__cause__)
 
 
 def test_a_child_that_dies_is_replaced_and_its_request_answered(pooled: Flask) -> None:
