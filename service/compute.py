@@ -56,21 +56,19 @@ _APP: Flask | None = None
 
 
 def _boot(config: Mapping[str, Any], niceness: int) -> None:
-    """A child's start: lower its priority, build its app and start its performance model.
-    The worker that hands a request over has counted it against the rate limits and logs
-    it; the child logs only its warnings and errors."""
+    """A child's start: lower its priority and build its app (its performance model comes
+    from the cache the worker filled, on its first request). The worker that hands a request
+    over has counted it against the rate limits and logs it; the child logs only its
+    warnings and errors."""
     global _APP  # noqa: PLW0603 - the child process's one app
     os.nice(niceness)
     _follow(os.getppid())
     from service import create_app
-    from service.state import state
 
     level = config.get("RIGHTSIZE_LOG_LEVEL")
     quiet = level if level in ("DEBUG", "ERROR") else "WARNING"
     own = {"RIGHTSIZE_COMPUTE_PROCESSES": 0, "RIGHTSIZE_LOG_LEVEL": quiet}
     _APP = create_app({**config, **own, "RATELIMIT_ENABLED": False})
-    with _APP.app_context():
-        state().estimates.warm()
 
 
 def _follow(parent: int, every_s: float = 1.0) -> threading.Thread:
