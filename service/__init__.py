@@ -27,7 +27,7 @@ from service.engine.service import EstimateService
 from service.engine.traces import TraceService
 from service.layers import Layers
 from service.prices import PriceFile
-from service.state import AppState, attach
+from service.state import AppState, attach, state
 from service.submissions import SubmissionStore
 
 
@@ -55,6 +55,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         settings["RIGHTSIZE_COMPUTE_PROCESSES"],
         settings["RIGHTSIZE_COMPUTE_NICE"],
         settings,
+        compute_app,
         lambda kind, where: figures.compute.labels(kind, where).inc(),
     )
     profiles = ProfileService(
@@ -106,6 +107,15 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         response.headers["X-Knowledge-Version"] = knowledge.version
         return response
 
+    return app
+
+
+def compute_app(config: Mapping[str, Any]) -> Flask:
+    """A compute process's app (:mod:`service.compute`): built as the worker's, its
+    performance model started at once."""
+    app = create_app(config)
+    with app.app_context():
+        state().estimates.warm()
     return app
 
 

@@ -55,20 +55,18 @@ _GRACE_S = 10.0
 _APP: Flask | None = None
 
 
-def _boot(config: Mapping[str, Any], niceness: int) -> None:
-    """A child's start: lower its priority and build its app (its performance model comes
-    from the cache the worker filled, on its first request). The worker that hands a request
+def _boot(config: Mapping[str, Any], niceness: int, build: Callable[..., Flask]) -> None:
+    """A child's start: lower its priority and build its app with ``build`` (the service's
+    own factory, which also starts the performance model). The worker that hands a request
     over has counted it against the rate limits and logs it; the child logs only its
     warnings and errors."""
     global _APP  # noqa: PLW0603 - the child process's one app
     os.nice(niceness)
     _follow(os.getppid())
-    from service import create_app
-
     level = config.get("RIGHTSIZE_LOG_LEVEL")
     quiet = level if level in ("DEBUG", "ERROR") else "WARNING"
     own = {"RIGHTSIZE_COMPUTE_PROCESSES": 0, "RIGHTSIZE_LOG_LEVEL": quiet}
-    _APP = create_app({**config, **own, "RATELIMIT_ENABLED": False})
+    _APP = build({**config, **own, "RATELIMIT_ENABLED": False})
 
 
 def _follow(parent: int, every_s: float = 1.0) -> threading.Thread:
@@ -138,17 +136,20 @@ def _ready() -> bool:
 
 
 class ComputePool:
-    """``processes`` children per worker process (0: none, everything in the caller)."""
+    """``processes`` children per worker process (0: none, everything in the caller), each
+    with the app ``build(config)`` makes (a module-level function: the children import it)."""
 
     def __init__(
         self,
         processes: int,
         niceness: int,
         config: Mapping[str, Any],
+        build: Callable[..., Flask],
         observe: Callable[[str, str], None] | None = None,
     ) -> None:
         self.processes = processes
         self.niceness = niceness
+        self._build = build
         self._observe = observe  # (kind, where): where each task ran, child or worker
         # the app's settings as given (the child builds the same app from them)
         self._config = {k: v for k, v in config.items() if k.startswith("RIGHTSIZE_")}
@@ -178,7 +179,7 @@ class ComputePool:
             max_workers=self.processes,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_boot,
-            initargs=(self._config, self.niceness),
+            initargs=(self._config, self.niceness, self._build),
         )
 
     def _run(

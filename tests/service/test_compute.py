@@ -197,9 +197,10 @@ def test_without_a_shared_cache_the_worker_ranks_new_recommendations_itself(
 
 WORKER = """
 import sys, time
+from service import compute_app
 from service.compute import ComputePool, _ready
 from service.config import load_settings
-pool = ComputePool(1, 10, load_settings())
+pool = ComputePool(1, 10, load_settings(), compute_app)
 pool.start()
 print(pool._executor.submit(_ready).result(timeout=120), flush=True)
 print(*pool._executor._processes, flush=True)
