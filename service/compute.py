@@ -39,9 +39,9 @@ from flask import Flask, Request, Response
 from werkzeug.test import EnvironBuilder
 
 from profiles.description import ResolvedModel
-from profiles.profile import profile
 from profiles.workload import Workload
 from service.engine.errors import TooSlow
+from service.engine.profiling import count_here
 
 log = logging.getLogger(__name__)
 
@@ -83,10 +83,6 @@ def _follow(parent: int, every_s: float = 1.0) -> threading.Thread:
     return watcher
 
 
-def _count(model: ResolvedModel, workload: Workload, limit_s: float) -> dict[str, Any]:
-    return profile(model, workload, limit_s).to_dict()
-
-
 class ChildTraceback(Exception):
     """Where in the child an error was raised (the cause of the error rebuilt here)."""
 
@@ -113,7 +109,7 @@ def _count_in_child(
     model: ResolvedModel, workload: Workload, limit_s: float
 ) -> dict[str, Any] | _Failure:
     try:
-        return _count(model, workload, limit_s)
+        return count_here(model, workload, limit_s)
     except Exception as exc:  # every error goes back to the worker as it was
         return _Failure(type(exc), exc.args, dict(vars(exc)), traceback.format_exc())
 
@@ -202,21 +198,23 @@ class ComputePool:
                     executor.shutdown(wait=False, cancel_futures=True)
                     self._executor = self._new()
             return self._here(kind, here)
-        if self._observe is not None:
-            self._observe(kind, "child")
+        self._note(kind, "child")
         return found
 
     def _here(self, kind: str, here: Callable[[], T]) -> T:
-        if self._observe is not None and kind == "profile":  # a recommendation says itself
-            self._observe(kind, "worker")
+        self._note(kind, "worker")
         return here()
+
+    def _note(self, kind: str, where: str) -> None:
+        if self._observe is not None:
+            self._observe(kind, where)
 
     def count(self, model: ResolvedModel, workload: Workload, limit_s: float) -> dict[str, Any]:
         """The profile of ``workload`` on ``model`` (a child counts it)."""
         found = self._run(
             "profile",
             limit_s + _GRACE_S,
-            lambda: _count(model, workload, limit_s),
+            lambda: count_here(model, workload, limit_s),
             _count_in_child,
             model,
             workload,
@@ -226,24 +224,21 @@ class ComputePool:
             raise found.rebuilt()
         return found
 
-    def ranked_here(self) -> None:
-        """Count a recommendation the worker ranks itself."""
-        if self._observe is not None:
-            self._observe("recommendation", "worker")
-
-    def answer(self, request: Request, request_id: str, timeout_s: float) -> Response | None:
+    def answer(
+        self, request: Request, request_id: str, timeout_s: float, shared: bool
+    ) -> Response | None:
         """``request`` answered by a child (its log lines under ``request_id``), or None
-        where the caller must answer it (no children, or one died)."""
-        if self._executor is None:
-            self.ranked_here()
-            return None
+        where the caller must answer it: the cache is not ``shared`` (what a child stored,
+        the workers would not read), there are no children, or one died."""
+        if not shared:
+            return self._here("recommendation", lambda: None)
         headers = [(k, v) for k, v in request.headers.items()
                    if k.lower() not in ("host", "x-request-id")]  # fmt: skip
         headers.append(("X-Request-ID", request_id))
-        status, sent, body = self._run(
+        found = self._run(
             "recommendation",
             timeout_s + _GRACE_S,
-            lambda: (0, [], b""),
+            lambda: None,
             _answer,
             request.method,
             request.path,
@@ -251,8 +246,8 @@ class ComputePool:
             headers,
             request.get_data(),
         )
-        if status == 0:
-            self.ranked_here()
+        if found is None:
             return None
+        status, sent, body = found
         kept = [(k, v) for k, v in sent if k.lower() not in _NOT_FORWARDED]
         return Response(body, status=status, headers=kept)

@@ -67,18 +67,14 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _count(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 64:
-        raise ValueError("must be between 0 and 64")
-    return value
+def _int_between(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        value = int(text)
+        if not low <= value <= high:
+            raise ValueError(f"must be between {low} and {high}")
+        return value
 
-
-def _niceness(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 19:
-        raise ValueError("must be between 0 and 19")
-    return value
+    return parse
 
 
 def _redis_url(text: str) -> str | None:
@@ -160,8 +156,8 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any]] = {
     "REQUIRE_READ_KEY": (_bool, False),
     "RATE_LIMIT": (_rate, "600 per minute"),
     "CORS_ORIGINS": (_origins, ()),
-    "COMPUTE_PROCESSES": (_count, 1),
-    "COMPUTE_NICE": (_niceness, 10),
+    "COMPUTE_PROCESSES": (_int_between(0, 64), 1),
+    "COMPUTE_NICE": (_int_between(0, 19), 10),
 }
 
 

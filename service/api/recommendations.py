@@ -147,14 +147,12 @@ class Recommendations(MethodView):
         hit = st.cache.get(PREFIX + ident)
         if hit is not None:  # the answer as first given, sent as stored
             return Response(hit, mimetype="application/json")
-        if st.cache.backend == "redis" and st.cache.reachable:  # what a child stores, all read
-            limits = ("RIGHTSIZE_COMPUTE_TIME_LIMIT_S", "RIGHTSIZE_PROFILE_TIME_LIMIT_S")
-            limit = sum(float(st.settings[k]) for k in limits)
-            answered = st.compute.answer(request, g.request_id, limit)
-            if answered is not None:
-                return answered
-        else:
-            st.compute.ranked_here()
+        limits = ("RIGHTSIZE_COMPUTE_TIME_LIMIT_S", "RIGHTSIZE_PROFILE_TIME_LIMIT_S")
+        shared = st.cache.backend == "redis" and st.cache.reachable
+        limit = sum(float(st.settings[k]) for k in limits)
+        answered = st.compute.answer(request, g.request_id, limit, shared)
+        if answered is not None:  # by a compute process
+            return answered
         answer = {
             "id": ident,
             **rank.recommend(service, body),

@@ -503,6 +503,7 @@ def report(step_model: StepModel, knowledge: Knowledge, catalog: Catalog) -> dic
             "efficiency_8bit": OPTIMIZED.efficiency_8bit,
             "memory_share": OPTIMIZED.memory_share,
             "attention_share": OPTIMIZED.attention_share,
+            "native_attention_speedup": OPTIMIZED.native_attention_speedup,
             "host_s": OPTIMIZED.host_s,
             "source": OPTIMIZED.source,
         },

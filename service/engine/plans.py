@@ -17,6 +17,7 @@ from service.engine.errors import InvalidRequest
 from service.engine.estimate import USABLE_MEMORY_SHARE
 from service.engine.layout import Layout, LayoutError, ModelShape, check
 from service.engine.parallel import (
+    OPTIMIZED,
     STACKS,
     Network,
     Planned,
@@ -40,7 +41,8 @@ STACK_NOTES = {
     "optimized": "stack optimized: a vendor-tuned stack (Megatron / NeMo, TensorRT-LLM): "
     "GEMMs at the efficiency fitted on llm-foundry (16-bit) and MLPerf Training (FP8), "
     "elementwise work fused, attention at its fitted share of the GEMMs' rate "
-    "(FlashAttention-2 on llm-foundry), 1.65x that on Hopper and data-centre Blackwell "
+    f"(FlashAttention-2 on llm-foundry), {OPTIMIZED.native_attention_speedup:g}x that on "
+    "Hopper and data-centre Blackwell "
     "(FlashAttention-3, cuDNN's fused attention; Shah et al. 2024), the framework's host "
     "time per optimizer step (fitted on llm-foundry); a dense transformer's training keeps "
     "the activations fused kernels keep "

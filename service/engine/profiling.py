@@ -22,6 +22,11 @@ from service.engine.ports import KeyValueStore
 PREFIX = "profile:"
 
 
+def count_here(model: ResolvedModel, workload: Workload, time_limit_s: float) -> dict[str, Any]:
+    """One profile counted in this thread, as JSON-ready data."""
+    return profile(model, workload, time_limit_s).to_dict()
+
+
 @dataclass
 class ProfileService:
     catalog: Catalog
@@ -29,8 +34,8 @@ class ProfileService:
     ttl_s: int
     time_limit_s: float
     observe: Callable[[float], None] | None = None  # seconds each counted profile took
-    # what counts one (the service's compute pool, a child process); None: this thread
-    count: Callable[[ResolvedModel, Workload, float], dict[str, Any]] | None = None
+    # what counts one: this thread, or the service's compute pool (a child process)
+    count: Callable[[ResolvedModel, Workload, float], dict[str, Any]] = count_here
 
     def resolve(self, model: Any) -> ResolvedModel:
         return resolve(model, self.catalog)
@@ -43,10 +48,7 @@ class ProfileService:
         if hit is not None:
             return json.loads(hit), True
         started = time.perf_counter()
-        if self.count is not None:
-            result = self.count(resolved, workload, self.time_limit_s)
-        else:
-            result = profile(resolved, workload, self.time_limit_s).to_dict()
+        result = self.count(resolved, workload, self.time_limit_s)
         if self.observe is not None:
             self.observe(time.perf_counter() - started)
         self.cache.set(key, json.dumps(result).encode(), self.ttl_s)

@@ -99,7 +99,7 @@ def test_a_profile_counted_in_a_child_is_the_one_counted_here(
 
     before = _tasks(pooled, "profile", "child")
     with monkeypatch.context() as patch:
-        patch.setattr(compute, "_count", _not_here)
+        patch.setattr(compute, "count_here", _not_here)
         sent = with_key(pooled.test_client()).post("/v1/profiles", json=body)
     assert sent.status_code == 200, sent.get_data(as_text=True)
     assert _tasks(pooled, "profile", "child") == before + 1
@@ -115,7 +115,7 @@ def test_errors_raised_in_a_child_reach_the_client_as_the_worker_would_send_them
     child's ranking (the recommendation): the same 422 naming the field either way."""
     bad = {"task": "training", "batch_size": 2, "seq_len": 64, "image_size": 224}
 
-    monkeypatch.setattr(compute, "_count", _not_here)
+    monkeypatch.setattr(compute, "count_here", _not_here)
     monkeypatch.setattr(rank, "recommend", _not_here)
     client = with_key(pooled.test_client())
     for path, body in (
