@@ -79,8 +79,9 @@ class OptimizedStack:
     # it does not speed up with the GPU
     host_s: float = 0.0
     # attention kernels written for asynchronous tensor cores (FlashAttention-3, cuDNN's
-    # fused attention) over FlashAttention-2, on the GPUs that have them (1: the stack runs
-    # FlashAttention-2 there too, as llm-foundry's runs of January 2024 did)
+    # fused attention) over those for synchronous MMA, on the GPUs that have them (1: the
+    # stack runs the latter there too, as llm-foundry's runs of 2023-2024 did: Triton's
+    # FlashAttention and FlashAttention-2)
     native_attention_speedup: float = 1.0
 
     def efficiency(self, precision: str) -> float:
