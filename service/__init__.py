@@ -20,7 +20,7 @@ from profiles.catalog import Catalog
 from profiles.trace.stream import Limits
 from service import api, errors, jobs, metrics, security
 from service.cache import RedisCache, make_cache
-from service.compute import ComputePool
+from service.compute import ComputePool, seen
 from service.config import load_settings
 from service.engine.profiling import ProfileService
 from service.engine.service import EstimateService
@@ -57,13 +57,19 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         settings,
         compute_app,
         lambda kind, where: figures.compute.labels(kind, where).inc(),
+        figures.profile.observe,
     )
+
+    def profiled(seconds: float) -> None:
+        figures.profile.observe(seconds)
+        seen(seconds)  # in a compute child: carried back to its worker's figures
+
     profiles = ProfileService(
         catalog,
         cache,
         settings["RIGHTSIZE_CACHE_TTL_S"],
         settings["RIGHTSIZE_PROFILE_TIME_LIMIT_S"],
-        figures.profile.observe,
+        profiled,
         compute.count,
     )
     limits = Limits(

@@ -19,6 +19,9 @@ and the kernel runs the workers first.
 
 A child that dies is replaced and the request it had is computed in the worker. Until
 :meth:`ComputePool.start` (tests, the CLI, the rq worker) everything runs in the caller.
+The profiles a child counts while it ranks come back with its answer, for the worker's
+``/metrics`` (nobody scrapes a child's); ``/readyz`` reports the pool
+(:meth:`ComputePool.status`).
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ _GRACE_S = 10.0
 
 # a child's copy of the app (set by _boot, in the child only)
 _APP: Flask | None = None
+# the seconds each profile took that a child counted while answering its current request
+_SEEN: list[float] = []
 
 
 def _boot(config: Mapping[str, Any], niceness: int, build: Callable[..., Flask]) -> None:
@@ -114,17 +119,27 @@ def _count_in_child(
         return _Failure(type(exc), exc.args, dict(vars(exc)), traceback.format_exc())
 
 
+def seen(seconds: float) -> None:
+    """A profile this process counted took ``seconds``: in a compute child, kept for the
+    answer that goes back to the worker (elsewhere, nothing to do)."""
+    if _APP is not None:
+        _SEEN.append(seconds)
+
+
 def _answer(
     method: str, path: str, query: str, headers: list[tuple[str, str]], body: bytes
-) -> tuple[int, list[tuple[str, str]], bytes]:
-    """A request answered by the child's app: status, headers, body."""
+) -> tuple[int, list[tuple[str, str]], bytes, list[float]]:
+    """A request answered by the child's app: status, headers, body, and the seconds of
+    each profile it counted meanwhile (a child answers one request at a time)."""
     if _APP is None:
         raise RuntimeError("not a compute child")
     environ = EnvironBuilder(
         method=method, path=path, query_string=query, headers=headers, data=body
     ).get_environ()
+    _SEEN.clear()
     response = Response.from_app(_APP, environ, buffered=True)
-    return response.status_code, list(response.headers.items()), response.get_data()
+    status, sent = response.status_code, list(response.headers.items())
+    return status, sent, response.get_data(), list(_SEEN)
 
 
 def _ready() -> bool:
@@ -142,11 +157,14 @@ class ComputePool:
         config: Mapping[str, Any],
         build: Callable[..., Flask],
         observe: Callable[[str, str], None] | None = None,
+        profiled: Callable[[float], None] | None = None,
     ) -> None:
         self.processes = processes
         self.niceness = niceness
         self._build = build
         self._observe = observe  # (kind, where): where each task ran, child or worker
+        self._profiled = profiled  # seconds of each profile a child counted while ranking
+        self.replaced = 0  # children replaced after one died
         # the app's settings as given (the child builds the same app from them)
         self._config = {k: v for k, v in config.items() if k.startswith("RIGHTSIZE_")}
         self._executor: ProcessPoolExecutor | None = None
@@ -155,6 +173,26 @@ class ComputePool:
     @property
     def running(self) -> bool:
         return self._executor is not None
+
+    def status(self) -> dict[str, Any]:
+        """What ``/readyz`` reports: the children this worker should have and has alive."""
+        executor = self._executor
+        # the executor's own map of its processes (pid -> Process): no public accessor
+        children = getattr(executor, "_processes", None) or {}
+        alive = sum(child.is_alive() for child in children.values())
+        if self.processes == 0:
+            detail = "no compute processes: profiles and rankings run in the worker"
+        elif executor is None:
+            detail = "not started: everything runs in the caller (outside gunicorn)"
+        else:
+            detail = f"{alive} of {self.processes} per worker alive, at nice {self.niceness}"
+        return {
+            "processes": self.processes,
+            "running": executor is not None,
+            "alive": alive,
+            "replaced": self.replaced,
+            "detail": detail,
+        }
 
     def start(self) -> None:
         """Start the children (in a gunicorn worker, after the fork: never in the master,
@@ -197,6 +235,7 @@ class ComputePool:
                 if self._executor is executor:
                     executor.shutdown(wait=False, cancel_futures=True)
                     self._executor = self._new()
+                    self.replaced += 1
             return self._here(kind, here)
         self._note(kind, "child")
         return found
@@ -248,6 +287,10 @@ class ComputePool:
         )
         if found is None:
             return None
-        status, sent, body = found
+        status, sent, body, profiles = found
+        for seconds in profiles:
+            self._note("profile", "child")
+            if self._profiled is not None:
+                self._profiled(seconds)
         kept = [(k, v) for k, v in sent if k.lower() not in _NOT_FORWARDED]
         return Response(body, status=status, headers=kept)

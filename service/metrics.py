@@ -3,10 +3,10 @@
 Requests and their latency by endpoint (the route's template, so that ids do not multiply
 the series) and status; cache lookups by kind (the key's prefix: profile, recommendation,
 trace...) and result, whose ratio is the hit ratio; the time to count a profile on a cache
-miss; where profiles were counted and recommendations ranked (a compute process or the
-worker, :mod:`service.compute`); the job queue's depth (Redis only). Each app has its own
-registry; under gunicorn each worker reports its own counts (scrape each worker, or sum
-them).
+miss (those a compute process counted while ranking included); where profiles were counted
+and recommendations ranked (a compute process or the worker, :mod:`service.compute`); the
+job queue's depth (Redis only). Each app has its own registry; under gunicorn each worker
+reports its own counts (scrape each worker, or sum them).
 """
 
 from __future__ import annotations

@@ -46,6 +46,23 @@ class ModelStatusSchema(Schema):
     detail = fields.String(metadata={"description": "why the build failed"})
 
 
+class ComputeStatusSchema(Schema):
+    processes = fields.Integer(
+        metadata={"description": "compute processes per worker (RIGHTSIZE_COMPUTE_PROCESSES)"}
+    )
+    running = fields.Boolean(
+        metadata={
+            "description": "started (gunicorn workers start them; elsewhere everything "
+            "runs in the caller)"
+        }
+    )
+    alive = fields.Integer(metadata={"description": "this worker's compute processes alive"})
+    replaced = fields.Integer(
+        metadata={"description": "compute processes this worker replaced after one died"}
+    )
+    detail = fields.String()
+
+
 class ReadySchema(Schema):
     status = fields.String(
         metadata={
@@ -59,6 +76,13 @@ class ReadySchema(Schema):
     performance_model = fields.Nested(
         ModelStatusSchema,
         metadata={"description": "the learned estimate model; readiness does not wait for it"},
+    )
+    compute = fields.Nested(
+        ComputeStatusSchema,
+        metadata={
+            "description": "the answering worker's compute processes (new profiles and "
+            "rankings); without them the worker computes, so readiness does not wait for them"
+        },
     )
 
 
@@ -96,4 +120,5 @@ class Ready(MethodView):
             },
             "cache": cache,
             "performance_model": app_state.estimates.status(),
+            "compute": app_state.compute.status(),
         }

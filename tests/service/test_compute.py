@@ -57,6 +57,14 @@ def _tasks(app: Flask, kind: str, where: str) -> float:
     return found[0] if found else 0.0
 
 
+def _profiled(app: Flask) -> float:
+    """How many profile times the app's /metrics holds (``rightsize_profile_seconds``)."""
+    text = app.test_client().get("/metrics").get_data(as_text=True)
+    found = [float(x.split()[-1]) for x in text.splitlines()
+             if x.startswith("rightsize_profile_seconds_count ")]  # fmt: skip
+    return found[0] if found else 0.0
+
+
 def _not_here(*_: Any, **__: Any) -> Any:
     raise AssertionError("computed in the worker, not in its compute process")
 
@@ -89,6 +97,25 @@ def test_a_recommendation_ranked_in_a_child_is_the_one_the_worker_would_give(
     own = with_key(app.test_client()).post("/v1/recommendations", json=body).get_json()
     assert own["id"] == answer["id"]
     assert own["recommendations"] == answer["recommendations"]
+
+
+def test_profiles_a_child_counts_while_ranking_reach_the_workers_metrics(
+    pooled: Flask, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nobody scrapes a child: the profile it counts for a new recommendation comes back
+    with the answer, into the worker's profile times and its tasks by where they ran."""
+    batch = 5 + time.time_ns() % 1000  # a workload no test profiled before
+    body = {**REC, "workload": {**REC["workload"], "batch_size": batch}}
+    times, tasks = _profiled(pooled), _tasks(pooled, "profile", "child")
+    monkeypatch.setattr(rank, "recommend", _not_here)
+    sent = with_key(pooled.test_client()).post("/v1/recommendations", json=body)
+    assert sent.status_code == 200, sent.get_data(as_text=True)
+    counted = _profiled(pooled) - times  # the workload, and its variants the ranking tries
+    assert counted >= 1
+    assert _tasks(pooled, "profile", "child") == tasks + counted
+    again = with_key(pooled.test_client()).post("/v1/recommendations", json=body)
+    assert again.status_code == 200  # cached: nothing counted anywhere
+    assert _profiled(pooled) == times + counted
 
 
 def test_a_profile_counted_in_a_child_is_the_one_counted_here(
@@ -145,9 +172,14 @@ def test_an_error_keeps_its_own_fields_across_the_process_boundary() -> None:
 
 
 def test_a_child_that_dies_is_replaced_and_its_request_answered(pooled: Flask) -> None:
+    """``/readyz`` reports the pool: its child alive, then the replacement."""
     pool = state().compute
     before = _child_pids(pool)
     assert before
+    ready = pooled.test_client().get("/readyz").get_json()["compute"]
+    assert ready["running"]
+    assert ready["alive"] == ready["processes"] == 1
+    replaced = ready["replaced"]
     for pid in before:
         os.kill(pid, signal.SIGKILL)
     time.sleep(0.5)
@@ -164,6 +196,10 @@ def test_a_child_that_dies_is_replaced_and_its_request_answered(pooled: Flask) -
     assert after.status_code == 200
     assert _child_pids(pool)
     assert not _child_pids(pool) & before
+    ready = pooled.test_client().get("/readyz").get_json()
+    assert ready["status"] == "ready"
+    assert ready["compute"]["replaced"] == replaced + 1
+    assert ready["compute"]["alive"] == 1
 
 
 def test_without_a_shared_cache_the_worker_ranks_new_recommendations_itself(
@@ -193,6 +229,10 @@ def test_without_a_shared_cache_the_worker_ranks_new_recommendations_itself(
             assert app.test_client().get(f"/v1/recommendations/{ident}").status_code == 200
         finally:
             pool.stop()
+        ready = app.test_client().get("/readyz").get_json()["compute"]
+        assert not ready["running"]
+        assert ready["alive"] == 0
+        assert "not started" in ready["detail"]
 
 
 WORKER = """
