@@ -197,6 +197,13 @@ class _Build:
         """Index GPUs by id and alias; check ids, aliases and GPU links are sound."""
         self._unique("interconnects.yaml", parsed.interconnects, lambda i: i.id)
         links = {i.id for _, i in parsed.interconnects}
+        networks: dict[str, str] = {}  # architecture -> the network its servers have
+        for row, link in parsed.interconnects:
+            for arch in link.servers_of:
+                if arch in networks:
+                    self.fail("interconnects.yaml", row, "servers_of",
+                              f"{arch!r} is already served by {networks[arch]!r}")  # fmt: skip
+                networks.setdefault(arch, link.id)
         index = AliasIndex()
         gpus: dict[str, records.Gpu] = {}
         for file, row, gpu in parsed.gpus:

@@ -84,6 +84,9 @@ class Interconnect:
     sources: tuple[str, ...]
     as_of: dt.date
     notes: str | None = None
+    # GPU architectures whose reference 8-GPU servers have one port of this network per GPU
+    # (DGX A100: HDR; DGX H100 and B200: NDR): the network assumed between their servers
+    servers_of: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -181,10 +181,14 @@ class InterconnectSchema(Schema):
     sources = _sources()
     as_of = fields.Date(required=True)
     notes = fields.String(load_default=None)
+    servers_of = fields.List(
+        fields.String(validate=validate.OneOf(ARCHITECTURES)), load_default=list
+    )
 
     @post_load
     def _make(self, data: dict[str, Any], **_: Any) -> records.Interconnect:
         data["sources"] = tuple(data["sources"])
+        data["servers_of"] = tuple(data["servers_of"])
         return records.Interconnect(**data)
 
 

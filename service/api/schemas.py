@@ -84,6 +84,13 @@ class InterconnectSchema(Schema):
     sources = fields.List(fields.String())
     as_of = fields.Date()
     notes = fields.String(allow_none=True)
+    servers_of = fields.List(
+        fields.String(),
+        metadata={
+            "description": "GPU architectures whose reference 8-GPU servers have a port of "
+            "this network per GPU: the network estimates assume between their servers"
+        },
+    )
 
 
 class OfferPriceSchema(Schema):

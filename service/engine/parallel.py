@@ -146,7 +146,9 @@ def network(
     inside = scaling.link_for(knowledge, gpu, gpus_per_node, nvlink)
     if intra is not None:
         inside = _named_link(knowledge, intra, gpu, "inside a node")
-    between = _named_link(knowledge, inter or scaling.DEFAULT_NETWORK, gpu, "between nodes")
+    between = _named_link(
+        knowledge, inter or scaling.server_network(knowledge, gpu).id, gpu, "between nodes"
+    )
     return Network(inside, between, gpus_per_node, gpu.sm_count)
 
 

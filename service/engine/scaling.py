@@ -25,11 +25,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from knowledge import Knowledge
-from knowledge.records import Benchmark, Gpu, Workload
+from knowledge.records import Benchmark, Gpu, Interconnect, Workload
 from service.engine.observations import BenchmarkProfiles
 
 GPUS_PER_NODE = 8  # above this the GPUs sit in several servers joined by the network
-DEFAULT_NETWORK = "infiniband-ndr"  # one 400G port per GPU, as DGX/HGX H100 nodes
+# between servers of a GPU whose architecture no interconnect record names (servers_of):
+# one 400G port per GPU, as DGX/HGX H100 nodes
+DEFAULT_NETWORK = "infiniband-ndr"
 DDP_BUCKET_BYTES = 25 * 2**20  # torch DistributedDataParallel bucket_cap_mb default
 # GeForce cards without P2P stage every transfer through pinned host memory: a device-to-
 # host then a host-to-device copy over the same PCIe, so about half the link, and the
@@ -94,6 +96,15 @@ class Scaling:
         return self.single_step_s / self.step_s
 
 
+def server_network(knowledge: Knowledge, gpu: Gpu) -> Interconnect:
+    """The network between servers of ``gpu``: the one its architecture's reference servers
+    have, a port per GPU (the record's ``servers_of``), else :data:`DEFAULT_NETWORK`."""
+    for link in knowledge.interconnects.values():
+        if gpu.architecture in link.servers_of:
+            return link
+    return knowledge.interconnects[DEFAULT_NETWORK]
+
+
 def link_for(knowledge: Knowledge, gpu: Gpu, count: int, nvlink: bool | None = None) -> Link:
     """The link a ring all-reduce over ``count`` GPUs of this type is limited by.
 
@@ -104,7 +115,7 @@ def link_for(knowledge: Knowledge, gpu: Gpu, count: int, nvlink: bool | None = N
     """
     if count > GPUS_PER_NODE:
         inside = link_for(knowledge, gpu, GPUS_PER_NODE, nvlink)
-        net = knowledge.interconnects[DEFAULT_NETWORK]
+        net = server_network(knowledge, gpu)
         slow = min(inside.bandwidth_gb_per_s, net.bandwidth_gb_per_s_per_direction)
         return Link(
             id=f"{inside.id}+{net.id}",
@@ -113,7 +124,8 @@ def link_for(knowledge: Knowledge, gpu: Gpu, count: int, nvlink: bool | None = N
             latency_us=max(inside.latency_us, net.latency_us),
             p2p=inside.p2p,
             why=f"{count} GPUs span {math.ceil(count / GPUS_PER_NODE)} servers: "
-            f"{inside.why}; between servers {net.name} (assumed, one port per GPU)",
+            f"{inside.why}; between servers {net.name} (assumed: one port per GPU, as "
+            f"{gpu.architecture} reference servers have)",
         )
     per_gpu = gpu.nvlink_bandwidth_gb_per_s / 2  # the record quotes both directions
     link_id = gpu.gpu_link

@@ -20,7 +20,7 @@ from service.engine.scaling import DEFAULT, Link, Params, data_parallel, link_fo
         ("rtx-3090", 2, True, "nvlink-3-bridge", True),  # a bridged pair
         ("rtx-3090", 4, True, "pcie-4-x16", True),  # bridges join pairs only
         ("rtx-4090", 2, None, "pcie-4-x16-host-staged", False),  # no peer-to-peer at all
-        ("a100-sxm4-80gb", 16, None, "nvswitch-nvlink3+infiniband-ndr", True),  # two servers
+        ("a100-sxm4-80gb", 16, None, "nvswitch-nvlink3+infiniband-hdr", True),  # two servers
     ],
 )
 def test_the_link_a_ring_crosses(
@@ -39,6 +39,29 @@ def test_between_servers_the_network_binds(knowledge: Knowledge) -> None:
     network = knowledge.interconnects[scaling.DEFAULT_NETWORK]
     assert across.bandwidth_gb_per_s == network.bandwidth_gb_per_s_per_direction
     assert across.bandwidth_gb_per_s < inside.bandwidth_gb_per_s
+
+
+@pytest.mark.parametrize(
+    ("gpu", "network"),
+    [
+        ("a100-sxm4-80gb", "infiniband-hdr"),  # DGX A100: a 200 Gb/s HDR port per GPU
+        ("a10", "infiniband-hdr"),
+        ("h100-sxm-80gb", "infiniband-ndr"),  # DGX H100: a 400 Gb/s NDR port per GPU
+        ("b200-sxm-180gb", "infiniband-ndr"),
+        ("mi300x", "infiniband-ndr"),  # no record names CDNA 3's servers: the default
+    ],
+)
+def test_servers_are_joined_by_their_generation_s_network(
+    knowledge: Knowledge, gpu: str, network: str
+) -> None:
+    """An A100 cluster is not assumed to have an H100 cluster's network: 16 A100s cross
+    HDR between their two servers, half NDR's bandwidth."""
+    found = scaling.server_network(knowledge, knowledge.gpus[gpu])
+    assert found.id == network
+    across = link_for(knowledge, knowledge.gpus[gpu], 16)
+    assert across.id.endswith("+" + network)
+    assert found.name in across.why
+    assert across.bandwidth_gb_per_s <= found.bandwidth_gb_per_s_per_direction
 
 
 def test_host_staged_copies_get_half_the_pcie(knowledge: Knowledge) -> None:

@@ -150,6 +150,13 @@ def unknown_link(root: Path) -> tuple[str, str, str]:
     return "gpus/nvidia-datacenter.yaml", "record", "gpu_link"
 
 
+def two_networks_for_one_architecture(root: Path) -> tuple[str, str, str]:
+    path = root / "interconnects.yaml"
+    _edit(path, "  name: InfiniBand EDR (100 Gb/s)\n",
+          "  name: InfiniBand EDR (100 Gb/s)\n  servers_of: [ampere]\n")  # fmt: skip
+    return "interconnects.yaml", "infiniband-hdr", "servers_of"
+
+
 def bad_benchmark_number(root: Path) -> tuple[str, str, str]:
     path = root / "benchmarks" / "lambda.csv"
     row = _first_plain_row(path)
@@ -175,6 +182,7 @@ CORRUPTIONS = [
     pytest.param(negative_price, id="negative-price"),
     pytest.param(missing_unit, id="missing-unit"),
     pytest.param(unknown_link, id="gpu-names-unknown-link"),
+    pytest.param(two_networks_for_one_architecture, id="two-networks-for-one-architecture"),
     pytest.param(bad_benchmark_number, id="benchmark-not-a-number"),
     pytest.param(missing_file, id="missing-file"),
 ]

@@ -62,6 +62,10 @@ def test_llama_70b_full_fine_tuning_is_planned_on_the_fewest_80gb_gpus(
     a100 = post(client, "/v1/plans", {**LLAMA_70B_TRAINING, "gpu": "a100-sxm4-80gb"})
     assert all(0 < x["mfu"] <= 1 for x in a100["layouts"])
     assert all(0 < x["mfu"] <= 1 for x in a100["fastest_by_count"] if x["fits"])
+    # each generation's servers are joined by the network they ship with, a port per GPU
+    assert plan["interconnect"]["inter_node"]["id"] == "infiniband-ndr"
+    assert a100["interconnect"]["inter_node"]["id"] == "infiniband-hdr"
+    assert a100["interconnect"]["inter_node"]["gb_per_s"] == 25
 
 
 def test_a_tensor_parallel_degree_that_does_not_divide_the_heads_is_a_422_naming_the_rule(

@@ -100,6 +100,8 @@ class TestInterconnects:
         assert body["total"] >= 3
         ndr = next(i for i in body["items"] if i["id"] == "infiniband-ndr")
         assert ndr["bandwidth_gb_per_s_per_direction"] == pytest.approx(50)
+        hdr = next(i for i in body["items"] if i["id"] == "infiniband-hdr")
+        assert (ndr["servers_of"], hdr["servers_of"]) == (["hopper", "blackwell"], ["ampere"])
 
     def test_nvlink4_per_direction(self, client: FlaskClient) -> None:
         items = get_json(client, "/v1/interconnects?page_size=500")["items"]
