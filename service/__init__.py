@@ -60,7 +60,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         figures.profile.observe,
     )
 
-    def profiled(seconds: float) -> None:
+    def observe_profile(seconds: float) -> None:
         figures.profile.observe(seconds)
         seen(seconds)  # in a compute child: carried back to its worker's figures
 
@@ -69,7 +69,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         cache,
         settings["RIGHTSIZE_CACHE_TTL_S"],
         settings["RIGHTSIZE_PROFILE_TIME_LIMIT_S"],
-        profiled,
+        observe_profile,
         compute.count,
     )
     limits = Limits(

@@ -49,20 +49,21 @@ def pooled(redis_url: str) -> Iterator[Flask]:
         pool.stop()
 
 
+def _metric(app: Flask, series: str) -> float:
+    """The value of ``series`` (name and labels) in the app's /metrics; 0 if absent."""
+    text = app.test_client().get("/metrics").get_data(as_text=True)
+    found = [float(x.split()[-1]) for x in text.splitlines() if x.startswith(series + " ")]
+    return found[0] if found else 0.0
+
+
 def _tasks(app: Flask, kind: str, where: str) -> float:
     """``rightsize_compute_tasks_total{kind, where}`` from the app's /metrics."""
-    text = app.test_client().get("/metrics").get_data(as_text=True)
-    line = f'rightsize_compute_tasks_total{{kind="{kind}",where="{where}"}} '
-    found = [float(x.split()[-1]) for x in text.splitlines() if x.startswith(line)]
-    return found[0] if found else 0.0
+    return _metric(app, f'rightsize_compute_tasks_total{{kind="{kind}",where="{where}"}}')
 
 
 def _profiled(app: Flask) -> float:
     """How many profile times the app's /metrics holds (``rightsize_profile_seconds``)."""
-    text = app.test_client().get("/metrics").get_data(as_text=True)
-    found = [float(x.split()[-1]) for x in text.splitlines()
-             if x.startswith("rightsize_profile_seconds_count ")]  # fmt: skip
-    return found[0] if found else 0.0
+    return _metric(app, "rightsize_profile_seconds_count")
 
 
 def _not_here(*_: Any, **__: Any) -> Any:
