@@ -84,7 +84,11 @@ def _device(metadata: dict[str, Any], devices: np.ndarray) -> dict[str, Any]:
         return {}
     used = devices[devices >= 0]
     if len(used):
-        ident = int(np.bincount(used).argmax())
+        if used.max() < 1024:  # device ordinals: count them directly
+            ident = int(np.bincount(used).argmax())
+        else:  # an id of any size (bincount would allocate an array that long)
+            ids, counts = np.unique(used, return_counts=True)
+            ident = int(ids[counts.argmax()])
         for entry in listed:
             if entry.get("id") == ident:
                 return entry

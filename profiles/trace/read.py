@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
+import io
+from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 from profiles.trace.analysis import TraceAnalysis, analyze
 from profiles.trace.collect import Collector
+from profiles.trace.metadata import check_metadata
 from profiles.trace.stream import Limits, StreamStats, TraceFormatError, TraceStream
 
 CAPTURE_HINT = (
@@ -21,19 +25,20 @@ FLOW_PHASES = frozenset({b"s", b"f"})  # flow arrows: not needed for the analysi
 def read_trace(
     raw: BinaryIO, limits: Limits | None = None, marker: str | None = None
 ) -> tuple[TraceAnalysis, StreamStats]:
-    """Analyse the trace in ``raw`` (plain or gzipped JSON); raise TraceFormatError."""
+    """Analyse the trace in ``raw`` (plain or gzipped JSON); raise TraceFormatError (a limit
+    passed, not a trace, metadata of the wrong type)."""
     stream = TraceStream(raw, limits, skip_phases=FLOW_PHASES)
     collected = Collector(marker).add_all(stream)
-    metadata = stream.stats.metadata
-    if "traceEvents" not in metadata and stream.stats.events == 0 and metadata:
-        raise TraceFormatError("not-a-trace", "a JSON document without trace events")
-    if collected.events and not (
-        collected.gpu_start or collected.cpu_ops or collected.steps or collected.launch_start
-    ):
+    if stream.stats.events == 0:  # counts the skipped flow events too
+        raise TraceFormatError(
+            "not-a-trace", "no trace events: not a single event object in the document"
+        )
+    if not (collected.gpu_start or collected.cpu_ops or collected.steps or collected.launch_start):
         raise TraceFormatError(
             "not-a-trace", "no profiler events (CPU ops, CUDA runtime calls or GPU kernels)"
         )
-    return analyze(collected, metadata, marker), stream.stats
+    check_metadata(stream.stats.metadata)
+    return analyze(collected, stream.stats.metadata, marker), stream.stats
 
 
 def analysis_dict(analysis: TraceAnalysis, stats: StreamStats) -> dict[str, Any]:
@@ -63,3 +68,37 @@ def analysis_dict(analysis: TraceAnalysis, stats: StreamStats) -> dict[str, Any]
         "gzipped": stats.gzipped,
     }
     return out
+
+
+class _Hashing(io.RawIOBase):
+    """Hashes what is read (the trace's id), and says how much (``progress``)."""
+
+    def __init__(self, raw: IO[bytes], progress: Callable[[int], None] | None) -> None:
+        self.raw, self.digest, self.progress, self.read_bytes = raw, hashlib.sha256(), progress, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.raw.read(len(buffer))
+        self.digest.update(data)
+        buffer[: len(data)] = data
+        self.read_bytes += len(data)
+        if self.progress is not None:
+            self.progress(self.read_bytes)
+        return len(data)
+
+
+def analysed(
+    raw: IO[bytes],
+    limits: Limits | None = None,
+    marker: str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[dict[str, Any], str]:
+    """The trace in ``raw`` analysed (:func:`analysis_dict`), and its id: a hash of its
+    bytes and the step marker, so that the same upload is one trace. ``progress`` hears
+    the bytes read so far."""
+    hashing = _Hashing(raw, progress)
+    analysis, stats = read_trace(io.BufferedReader(hashing, 1 << 20), limits, marker)
+    hashing.digest.update((marker or "").encode())
+    return analysis_dict(analysis, stats), hashing.digest.hexdigest()[:24]

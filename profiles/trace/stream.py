@@ -23,6 +23,7 @@ import numpy as np
 import orjson
 
 CHUNK = 1 << 22
+RATIO_FROM = 64 * 2**20  # the decompression ratio is checked past this many bytes
 _QUOTE, _BACKSLASH = 34, 92
 _STEP = np.zeros(256, dtype=np.int8)  # +1 for an opening bracket, -1 for a closing one
 _STEP[[ord("["), ord("{")]] = 1
@@ -107,7 +108,7 @@ def _chunks(raw: BinaryIO, limits: Limits, stats: StreamStats) -> Iterator[bytes
             )
         if (
             stats.gzipped
-            and stats.decompressed_bytes > 64 * 2**20
+            and stats.decompressed_bytes > RATIO_FROM
             and stats.decompressed_bytes > limits.ratio * max(stats.compressed_bytes, 1)
         ):
             raise TraceFormatError(
@@ -205,6 +206,25 @@ class TraceStream:
         self.limits = limits or Limits()
         self.skip_phases = skip_phases
         self.stats = StreamStats()
+        # where the events come from, for trace_index (set per parsed text, never per event)
+        self._span: tuple[int, np.ndarray | None] = (0, None)  # elements, offsets of kept
+        self._elements = 0  # traceEvents elements before the text being parsed
+        self._yielded = 0  # events yielded before it
+        self._batch: tuple[int, np.ndarray | None, int, list[Any]] = (0, None, 0, [])
+
+    def trace_index(self, ordinal: int) -> int | None:
+        """The index in traceEvents of the ``ordinal``-th event (from 0) this iterator has
+        yielded, if it is in the text now being parsed (the error path: a few microseconds)."""
+        base, offsets, first, parsed = self._batch
+        wanted = ordinal - first
+        if wanted < 0:
+            return None
+        seen = -1
+        for position, event in enumerate(parsed):
+            seen += isinstance(event, dict)
+            if seen == wanted:
+                return base + (position if offsets is None else int(offsets[position]))
+        return None
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         scanner = _Scanner(self.limits)
@@ -285,6 +305,7 @@ class TraceStream:
                 state.partial += chunk[cursor:end]
                 self._check_partial(state)
                 return
+            self._span = (1, None)
             yield bytes(state.partial) + chunk[cursor : int(ends[0]) + 1]
             state.partial = None
             ends = ends[1:]
@@ -295,6 +316,7 @@ class TraceStream:
             if self.skip_phases:
                 yield self._kept(chunk, starts[:whole], ends[:whole])
             else:
+                self._span = (whole, None)
                 yield b"[" + chunk[int(starts[0]) : int(ends[whole - 1]) + 1] + b"]"
         if len(starts) > whole:
             state.partial = bytearray(chunk[int(starts[whole]) : end])
@@ -325,6 +347,7 @@ class TraceStream:
             if found is not None and found.group(1) in self.skip_phases:
                 keep[i] = False
         self.stats.events += int(len(keep) - keep.sum())
+        self._span = (len(keep), np.flatnonzero(keep))
         spans = zip(starts[keep].tolist(), (ends[keep] + 1).tolist(), strict=True)
         return b"[" + b",".join([chunk[a:b] for a, b in spans]) + b"]"
 
@@ -371,6 +394,13 @@ class TraceStream:
         self.stats.events += len(events)
         if self.stats.events > self.limits.events:
             raise TraceFormatError("too-large", f"more than {self.limits.events} trace events")
+        elements, offsets = self._span
+        self._batch = (self._elements, offsets, self._yielded, events)
+        self._elements += elements
+        others = 0
         for event in events:
             if isinstance(event, dict):
                 yield event
+            else:
+                others += 1
+        self._yielded += len(events) - others
