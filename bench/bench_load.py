@@ -12,10 +12,21 @@ p50/p95/p99 per endpoint (cached and computed apart) and the errors.
 ``--outage`` runs the same load a second time while Redis is stopped 10 s into it and
 started again 10 s later, and counts the 5xx (target: none).
 
+``--abuse`` runs the same load a second time beside the two ways issue 26 found to take
+the service down without a key, from other processes: 200 MiB bodies to a projection (a
+read under /v1/traces) and profiles of a 10,000-expert model that their client abandons
+after 2 s, each with a new vocabulary (never cached). Targets: cached recommendations'
+p99 within 2x the normal run's, and new work from the mix's clients still answered.
+
+Each connection of the mix is a client of its own (a read key each), as internal tools
+are: the service shares its compute processes between clients
+(``RIGHTSIZE_COMPUTE_PER_CLIENT``).
+
 Targets on a 2-core machine (issue 13): no errors; p99 of cached recommendations
 <= 50 ms; >= 300 requests/s for the mix.
 
 Run: .venv/bin/python bench/bench_load.py [--seconds 60] [--connections 32] [--outage]
+     [--abuse]
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ import multiprocessing
 import os
 import random
 import resource
+import socket
 import subprocess
 import sys
 import threading
@@ -115,8 +127,8 @@ def request(endpoint: str, rng: random.Random, new: bool) -> Request:  # noqa: P
     return _post(endpoint, "/v1/recommendations", {**model, "constraints": constraints})
 
 
-def drive(port: int, seconds: float, connections: int, repeat: float, seed: int, out: Any) -> None:
-    """Run in the load process: ``connections`` threads, each a keep-alive connection."""
+def drive(port: int, seconds: float, keys: list[str], repeat: float, seed: int, out: Any) -> None:
+    """Run in the load process: a thread a key, each a keep-alive connection."""
     results: list[tuple[float, str, bool, int, float]] = []  # (t, endpoint, new, status, ms)
     lock = threading.Lock()
     start = time.monotonic()
@@ -129,7 +141,9 @@ def drive(port: int, seconds: float, connections: int, repeat: float, seed: int,
         while (now := time.monotonic()) - start < seconds:
             new = rng.random() >= repeat
             endpoint, method, path, body = request(rng.choices(names, weights)[0], rng, new)
-            headers = {"Content-Type": "application/json"} if body else {}
+            headers = {"Authorization": f"Bearer {keys[index]}"}
+            if body:
+                headers["Content-Type"] = "application/json"
             began = time.perf_counter()
             try:
                 conn.request(method, path, body=body, headers=headers)
@@ -144,7 +158,7 @@ def drive(port: int, seconds: float, connections: int, repeat: float, seed: int,
         with lock:
             results.extend(mine)
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(connections)]
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(keys))]
     for t in threads:
         t.start()
     for t in threads:
@@ -206,10 +220,10 @@ def _warm(port: int) -> None:
             assert response.status < 400, (path, body, response.status)
 
 
-def load(port: int, args: argparse.Namespace, seed: int) -> list[Any]:
+def load(port: int, args: argparse.Namespace, seed: int, keys: list[str]) -> list[Any]:
     queue: Any = multiprocessing.get_context("spawn").Queue()
     process = multiprocessing.get_context("spawn").Process(
-        target=drive, args=(port, args.seconds, args.connections, args.repeat, seed, queue)
+        target=drive, args=(port, args.seconds, keys, args.repeat, seed, queue)
     )
     process.start()
     results, client_cpu_s = queue.get()
@@ -218,24 +232,142 @@ def load(port: int, args: argparse.Namespace, seed: int) -> list[Any]:
     return list(results)
 
 
+def _keys(path: Path, count: int) -> list[str]:
+    """A read key a connection (each connection a client of its own)."""
+    from service.keys import KeyFile
+
+    store = KeyFile(path)
+    return [store.create(f"bench-{i}", "read")[0] for i in range(count)]
+
+
+MOE = {
+    "family": "transformer", "layers": 100, "hidden": 1024, "heads": 16, "ffn": 4096,
+    "vocab": 50001, "moe_experts": 10000, "moe_top_k": 10000, "gated": True,
+}  # fmt: skip
+BIG = 200 * 2**20
+
+
+def _send(port: int, method: str, path: str, head: dict[str, str], body: bytes) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    lines = [f"{method} {path} HTTP/1.1", "Host: bench", *(f"{k}: {v}" for k, v in head.items())]
+    sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
+    return sock
+
+
+def _status_of(sock: socket.socket, wait_s: float) -> int | None:
+    """The reply's status, or None if none came within ``wait_s`` (the client gives up)."""
+    sock.settimeout(wait_s)
+    try:
+        head = sock.recv(64)
+        return int(head.split(b" ", 2)[1]) if head else None
+    except (OSError, ValueError, IndexError):
+        return None
+    finally:
+        sock.close()
+
+
+def attack(port: int, seconds: float, kind: str, index: int, out: Any) -> None:
+    """One attacker, without a key. ``bodies``: a projection with a body said to be
+    200 MiB (it sends the first 4 MiB and waits for the answer); ``abandon``: a new
+    10,000-expert profile, given up after 2 s."""
+    statuses: dict[str, int] = defaultdict(int)
+    start = time.monotonic()
+    vocab = 60_000 + index * 100_000
+    while time.monotonic() - start < seconds:
+        if kind == "bodies":
+            head = {"Content-Type": "application/json", "Content-Length": str(BIG)}
+            try:
+                sock = _send(port, "POST", "/v1/traces/x/projections", head, b'{"gpus":[' * 1)
+                sock.sendall(b"[[[[1]]]]," * (4 * 2**20 // 10))
+            except OSError:
+                statuses["refused while sending"] += 1
+                continue
+            statuses[str(_status_of(sock, 30))] += 1
+        else:
+            vocab += 1
+            body = json.dumps({"model": {**MOE, "vocab": vocab}, "workload": {
+                "task": "training", "batch_size": 1, "seq_len": 128}}).encode()  # fmt: skip
+            head = {"Content-Type": "application/json", "Content-Length": str(len(body))}
+            sock = _send(port, "POST", "/v1/profiles", head, body)
+            found = _status_of(sock, 2.0)
+            statuses["abandoned" if found is None else str(found)] += 1
+    out.put((kind, dict(statuses)))
+
+
+def abused(port: int, args: argparse.Namespace, keys: list[str], steady: dict[str, Any]) -> None:
+    """The mix again, beside 8 abandoning attackers and 2 sending large bodies."""
+    context = multiprocessing.get_context("spawn")
+    queue: Any = context.Queue()
+    attackers = [context.Process(target=attack, args=(port, args.seconds, kind, i, queue))
+                 for i, kind in enumerate(["abandon"] * 8 + ["bodies"] * 2)]  # fmt: skip
+    print(
+        "\nthe same load beside 8 clients abandoning 10,000-expert profiles after 2 s and 2 "
+        "sending 200 MiB bodies to a projection (no key):"
+    )
+    for attacker in attackers:
+        attacker.start()
+    results = load(port, args, 3, keys)
+    during = report(results, args.seconds)
+    totals: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for _ in attackers:
+        kind, statuses = queue.get()
+        for status, n in statuses.items():
+            totals[kind][status] += n
+    for attacker in attackers:
+        attacker.join()
+    for kind, statuses in totals.items():
+        print(f"  attackers ({kind}): {dict(statuses)}")
+    new_work = [s for _, e, new, s, _ in results if new and e in ("profiles", "recommendations")]
+    answered = sum(1 for s in new_work if s == 200)
+    ratio = during["cached_recommendations_p99_ms"] / steady["cached_recommendations_p99_ms"]
+    print(
+        f"targets: cached recommendations p99 {during['cached_recommendations_p99_ms']:.1f} ms, "
+        f"{ratio:.2f}x the normal run's (<= 2); the mix's new profiles and recommendations "
+        f"answered {answered} of {len(new_work)}"
+    )
+
+
+def outage(redis: RedisServer, port: int, args: argparse.Namespace, keys: list[str]) -> None:
+    """The mix again, Redis stopped from 10 s to 20 s."""
+
+    def stop_and_start() -> None:
+        time.sleep(10)
+        redis.stop()
+        print("  redis stopped at 10 s")
+        time.sleep(10)
+        redis.start()
+        print("  redis started at 20 s")
+
+    killer = threading.Thread(target=stop_and_start)
+    print("\nthe same load, Redis stopped from 10 s to 20 s:")
+    killer.start()
+    during = report(load(port, args, 2, keys), args.seconds)
+    killer.join()
+    print(f"target: 5xx and dropped connections {during['server_errors']} (0)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--repeat", type=float, default=0.8)
     parser.add_argument("--outage", action="store_true")
+    parser.add_argument("--abuse", action="store_true")
     parser.add_argument("--threads", type=int, default=16, help="threads a worker")
     args = parser.parse_args()
     redis = RedisServer()
     redis.start()
     port = free_port()
+    keys_file = redis.dir / "keys.json"
     env = {
         **os.environ,
         "RIGHTSIZE_REDIS_URL": redis.url,
         "RIGHTSIZE_RATE_LIMIT": "1000000 per minute",
         "RIGHTSIZE_LOG_LEVEL": "WARNING",
         "RIGHTSIZE_KEY_PREFIX": f"bench-{port}:",
+        "RIGHTSIZE_KEYS_FILE": str(keys_file),
     }
+    keys = _keys(keys_file, args.connections)
     server = subprocess.Popen(
         [RIGHTSIZE, "serve", "--port", str(port), "--workers", "2", "--threads", str(args.threads)],
         env=env,
@@ -258,28 +390,16 @@ def main() -> None:
             f"gunicorn, 2 workers x {args.threads} threads, Redis {redis.url}; {args.connections} "
             f"connections for {args.seconds:.0f} s, {args.repeat:.0%} repeated requests"
         )
-        steady = report(load(port, args, 1), args.seconds)
+        steady = report(load(port, args, 1, keys), args.seconds)
         print(
             f"targets: errors {steady['errors']} (0); cached recommendations p99 "
             f"{steady['cached_recommendations_p99_ms']:.1f} ms (<= 50); "
             f"{steady['rps']:.0f} requests/s (>= 300)"
         )
         if args.outage:
-
-            def outage() -> None:
-                time.sleep(10)
-                redis.stop()
-                print("  redis stopped at 10 s")
-                time.sleep(10)
-                redis.start()
-                print("  redis started at 20 s")
-
-            killer = threading.Thread(target=outage)
-            print("\nthe same load, Redis stopped from 10 s to 20 s:")
-            killer.start()
-            during = report(load(port, args, 2), args.seconds)
-            killer.join()
-            print(f"target: 5xx and dropped connections {during['server_errors']} (0)")
+            outage(redis, port, args, keys)
+        if args.abuse:
+            abused(port, args, keys, steady)
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from profiles import interrupt
 from profiles.description import ResolvedModel
 from profiles.errors import ProfileTooSlow
 from profiles.models import vision
@@ -53,7 +54,9 @@ class _Deadline:
         self.deadline, self.limit_s = deadline, limit_s
 
     def check(self) -> None:
-        if self.deadline is not None and time.monotonic() > self.deadline:
+        if self.deadline is not None and (
+            time.monotonic() > self.deadline or interrupt.requested()
+        ):
             raise ProfileTooSlow(self.limit_s)
 
 

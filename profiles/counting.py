@@ -24,6 +24,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
+from profiles import interrupt
+
 aten = torch.ops.aten
 
 KINDS = (
@@ -247,7 +249,9 @@ class StepCounter(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        if self.deadline is not None and time.monotonic() > self.deadline:
+        if self.deadline is not None and (
+            time.monotonic() > self.deadline or interrupt.requested()
+        ):
             raise ProfileTimeout("the profile ran past its time limit")
         out = func(*args, **kwargs)
         packet = func._overloadpacket

@@ -24,11 +24,12 @@ from service.compute import ComputePool, seen
 from service.config import load_settings
 from service.engine.profiling import ProfileService
 from service.engine.service import EstimateService
-from service.engine.traces import TraceService
+from service.engine.traces import Bounds, TraceService
 from service.layers import Layers
+from service.local_jobs import LocalJobs
 from service.prices import PriceFile
 from service.state import AppState, attach, state
-from service.submissions import SubmissionStore
+from service.submissions import Quotas, SubmissionStore
 
 
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
@@ -58,6 +59,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         compute_app,
         lambda kind, where: figures.compute.labels(kind, where).inc(),
         figures.profile.observe,
+        settings["RIGHTSIZE_COMPUTE_PER_CLIENT"],
     )
 
     def observe_profile(seconds: float) -> None:
@@ -77,11 +79,18 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         decompressed_bytes=settings["RIGHTSIZE_TRACE_MAX_DECOMPRESSED_BYTES"],
         events=settings["RIGHTSIZE_TRACE_MAX_EVENTS"],
     )
-    traces = TraceService(knowledge, cache, settings["RIGHTSIZE_TRACE_TTL_S"], limits, profiles)
+    bounds = Bounds(
+        inline_bytes=settings["RIGHTSIZE_TRACE_ASYNC_BYTES"],
+        time_limit_s=settings["RIGHTSIZE_TRACE_TIME_LIMIT_S"],
+        memory_bytes=settings["RIGHTSIZE_TRACE_MEMORY_LIMIT_BYTES"],
+    )
+    traces = TraceService(
+        knowledge, cache, settings["RIGHTSIZE_TRACE_TTL_S"], limits, profiles, bounds
+    )
     estimates = EstimateService(
         knowledge, catalog, profiles, traces, Path(settings["RIGHTSIZE_MODEL_DIR"])
     )
-    submissions = SubmissionStore(settings["RIGHTSIZE_SUBMISSIONS_FILE"])
+    submissions = SubmissionStore(settings["RIGHTSIZE_SUBMISSIONS_FILE"], Quotas.of(settings))
     prices = PriceFile(settings["RIGHTSIZE_PRICES_FILE"])
     attach(
         app,
@@ -98,6 +107,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
             layers=Layers(estimates, submissions, prices),
             prices=prices,
             compute=compute,
+            local_jobs=LocalJobs(settings["RIGHTSIZE_TRACE_TTL_S"]),
         ),
     )
     # werkzeug refuses larger bodies with 413 before reading them; JSON endpoints are

@@ -528,15 +528,19 @@ def prices() -> None:
 def prices_refresh(catalog: Path) -> None:
     """Check CATALOG (offer_prices.csv's columns) and make it the price catalog: every row
     must parse and name a known offer, or nothing changes. Services pick it up by itself."""
-    from service.prices import PriceFile
+    from service.prices import PriceFile, catalog_text
     from service.submissions import RejectedBatch
 
     settings = load_settings()
     store = PriceFile(settings["RIGHTSIZE_PRICES_FILE"])
     try:
+        text = catalog_text(catalog.read_bytes())
+    except ValueError as exc:
+        raise click.ClickException(f"{catalog}: {exc}") from None
+    try:
         meta = store.refresh(
             load_knowledge(settings["RIGHTSIZE_KNOWLEDGE_DIR"]),
-            catalog.read_text(encoding="utf-8"),
+            text,
             f"cli:{os.environ.get('USER', 'unknown')}",
         )
     except RejectedBatch as exc:

@@ -17,6 +17,14 @@ and the kernel runs the workers first.
   (the profile, the answer) every worker reads. With the in-process cache, or while Redis
   is away, the worker ranks them itself.
 
+Work nobody waits for is called off: a request thread waits for its child in short
+steps, and when its client has gone (:mod:`service.connection`) or its time is up, the
+task is dropped if it was still waiting for a child, or called off in the child, which
+stops it at its next time-limit check (:mod:`profiles.interrupt`) and stays warm; a child
+that does not stop within :data:`CALL_OFF_S` is killed and replaced. One client may have
+:attr:`ComputePool.per_client` tasks running or waiting per worker (429 beyond), so that
+the children's time is shared between clients.
+
 A child that dies is replaced and the request it had is computed in the worker. Until
 :meth:`ComputePool.start` (tests, the CLI, the rq worker) everything runs in the caller.
 The profiles a child counts while it ranks come back with its answer, for the worker's
@@ -26,25 +34,34 @@ The profiles a child counts while it ranks come back with its answer, for the wo
 
 from __future__ import annotations
 
+import itertools
 import logging
 import multiprocessing
 import os
+import queue
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from typing import Any, TypeVar
 
-from flask import Flask, Request, Response
+from flask import Flask, Request, Response, g, has_request_context
+from flask import request as current_request
 from werkzeug.test import EnvironBuilder
 
+from profiles import interrupt
 from profiles.description import ResolvedModel
 from profiles.workload import Workload
-from service.engine.errors import TooSlow
+from service import connection
+from service.engine.errors import Abandoned, TooSlow
 from service.engine.profiling import count_here
+from service.errors import TooManyRequests, Unavailable
+from service.security import client_id
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +70,12 @@ T = TypeVar("T")
 _NOT_FORWARDED = frozenset({"content-length", "connection", "keep-alive", "transfer-encoding"})
 # beyond the request's own limits, how long a worker waits for a child before giving up
 _GRACE_S = 10.0
+# how often a waiting request thread looks at its client and its deadline
+STEP_S = 0.1
+# how long a child may take to stop a task called off before it is killed and replaced
+# (a time-limit check comes every operator counted and every candidate ranked)
+CALL_OFF_S = 5.0
+RETRY_AFTER_S = 2
 
 # a child's copy of the app (set by _boot, in the child only)
 _APP: Flask | None = None
@@ -74,9 +97,36 @@ def _boot(config: Mapping[str, Any], niceness: int, build: Callable[..., Flask])
     _APP = build({**config, **own, "RATELIMIT_ENABLED": False})
 
 
+def _child(
+    tasks: Connection,
+    called_off: Any,
+    config: Mapping[str, Any],
+    niceness: int,
+    build: Callable[..., Flask],
+) -> None:
+    """A compute process: boot, then run the tasks its worker sends, one at a time, until
+    the worker's end of the pipe closes. ``called_off`` (shared memory) holds the number
+    of a task the worker called off: the running task's time-limit checks see it."""
+    _boot(config, niceness, build)
+    running = [0]
+    interrupt.install(lambda: called_off.value == running[0])
+    while True:
+        try:
+            number, fn, args = tasks.recv()
+        except (EOFError, OSError):
+            return
+        running[0] = number
+        try:
+            result = fn(*args)
+        except Exception as exc:  # every error goes back to the worker as it was
+            result = _Failure.of(exc)
+        running[0] = 0
+        tasks.send((number, result))
+
+
 def _follow(parent: int, every_s: float = 1.0) -> threading.Thread:
     """End this child when its worker is gone: a worker that gunicorn kills (its timeout)
-    cannot stop its children, and a child only waits on its queue, forever."""
+    cannot stop its children, which would wait for a task forever."""
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -102,6 +152,10 @@ class _Failure:
     state: dict[str, Any]
     trace: str = ""
 
+    @classmethod
+    def of(cls, exc: BaseException) -> _Failure:
+        return cls(type(exc), exc.args, dict(vars(exc)), traceback.format_exc())
+
     def rebuilt(self) -> BaseException:
         exc = self.kind.__new__(self.kind)
         exc.args = self.args
@@ -115,8 +169,8 @@ def _count_in_child(
 ) -> dict[str, Any] | _Failure:
     try:
         return count_here(model, workload, limit_s)
-    except Exception as exc:  # every error goes back to the worker as it was
-        return _Failure(type(exc), exc.args, dict(vars(exc)), traceback.format_exc())
+    except Exception as exc:
+        return _Failure.of(exc)
 
 
 def seen(seconds: float) -> None:
@@ -146,9 +200,34 @@ def _ready() -> bool:
     return _APP is not None
 
 
+def _sleep(seconds: float) -> float:
+    """A task that takes ``seconds`` unless called off (tests of calling off)."""
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        if interrupt.requested():
+            raise TooSlow(seconds)
+        time.sleep(0.01)
+    return seconds
+
+
+@dataclass
+class _Process:
+    """One child: the process, the worker's end of its pipe, and the shared number of the
+    task called off."""
+
+    process: BaseProcess
+    tasks: Connection
+    called_off: Any
+
+
+class _Died(Exception):
+    """The child a task was given to died (its pipe closed)."""
+
+
 class ComputePool:
     """``processes`` children per worker process (0: none, everything in the caller), each
-    with the app ``build(config)`` makes (a module-level function: the children import it)."""
+    with the app ``build(config)`` makes (a module-level function: the children import it).
+    ``per_client``: tasks one client may have running or waiting here (0: no limit)."""
 
     def __init__(
         self,
@@ -158,39 +237,52 @@ class ComputePool:
         build: Callable[..., Flask],
         observe: Callable[[str, str], None] | None = None,
         profiled: Callable[[float], None] | None = None,
+        per_client: int = 0,
     ) -> None:
         self.processes = processes
         self.niceness = niceness
+        self.per_client = per_client
         self._build = build
         self._observe = observe  # (kind, where): where each task ran, child or worker
         self._profiled = profiled  # seconds of each profile a child counted while ranking
-        self.replaced = 0  # children replaced after one died
+        self.replaced = 0  # children replaced after one died or would not stop
+        self.called_off = 0  # tasks called off: their client went away or their time was up
         # the app's settings as given (the child builds the same app from them)
         self._config = {k: v for k, v in config.items() if k.startswith("RIGHTSIZE_")}
-        self._executor: ProcessPoolExecutor | None = None
+        self._context = multiprocessing.get_context("spawn")
+        self._children: dict[int, _Process] = {}
+        self._idle: queue.Queue[_Process] = queue.Queue()
+        self._numbers = itertools.count(1)
+        self._clients: Counter[str] = Counter()
+        self._running = False
         self._lock = threading.Lock()
 
     @property
     def running(self) -> bool:
-        return self._executor is not None
+        return self._running
+
+    def pids(self) -> set[int]:
+        """The children's process ids."""
+        with self._lock:
+            return set(self._children)
 
     def status(self) -> dict[str, Any]:
         """What ``/readyz`` reports: the children this worker should have and has alive."""
-        executor = self._executor
-        # the executor's own map of its processes (pid -> Process): no public accessor
-        children = getattr(executor, "_processes", None) or {}
-        alive = sum(child.is_alive() for child in children.values())
+        with self._lock:
+            alive = sum(child.process.is_alive() for child in self._children.values())
         if self.processes == 0:
             detail = "no compute processes: profiles and rankings run in the worker"
-        elif executor is None:
+        elif not self._running:
             detail = "not started: everything runs in the caller (outside gunicorn)"
         else:
             detail = f"{alive} of {self.processes} per worker alive, at nice {self.niceness}"
         return {
             "processes": self.processes,
-            "running": executor is not None,
+            "running": self._running,
             "alive": alive,
             "replaced": self.replaced,
+            "called_off": self.called_off,
+            "per_client": self.per_client,
             "detail": detail,
         }
 
@@ -198,47 +290,172 @@ class ComputePool:
         """Start the children (in a gunicorn worker, after the fork: never in the master,
         where a fork after OpenMP has run can hang). Their apps build in the background."""
         with self._lock:
-            if self.processes > 0 and self._executor is None:
-                self._executor = self._new()
-                self._executor.submit(_ready)
+            if self.processes > 0 and not self._running:
+                self._running = True
+                for _ in range(self.processes):
+                    self._spawn()
 
     def stop(self) -> None:
         with self._lock:
-            executor, self._executor = self._executor, None
-        if executor is not None:
-            executor.shutdown(wait=False, cancel_futures=True)
+            self._running = False
+            children, self._children = list(self._children.values()), {}
+        for child in children:
+            _end(child)
 
-    def _new(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(
-            max_workers=self.processes,
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=_boot,
-            initargs=(self._config, self.niceness, self._build),
+    def wait_ready(self, timeout_s: float) -> bool:
+        """Whether a child has built its app within ``timeout_s`` (it waits for one)."""
+        return bool(self._run("ready", timeout_s, lambda: False, _ready))
+
+    def _spawn(self) -> None:
+        """A new child, idle (its app builds before it takes its first task); under the lock."""
+        mine, theirs = self._context.Pipe()
+        called_off = self._context.RawValue("q", 0)
+        process = self._context.Process(
+            target=_child,
+            args=(theirs, called_off, self._config, self.niceness, self._build),
+            name="rightsize-compute",
+            daemon=True,
         )
+        process.start()
+        theirs.close()
+        child = _Process(process, mine, called_off)
+        assert process.pid is not None
+        self._children[process.pid] = child
+        self._idle.put(child)
+
+    def _replace(self, child: _Process) -> None:
+        """End ``child`` (dead, or not stopping) and start another in its place."""
+        with self._lock:
+            mine = self._children.pop(child.process.pid or 0, None) is not None
+            if mine:
+                self.replaced += 1
+                if self._running:
+                    self._spawn()
+        _end(child)
+
+    @contextmanager
+    def admitted(self) -> Iterator[None]:
+        """Count the request's new work against its client's share (429 beyond it); a
+        request is counted once, however many tasks it hands over."""
+        if self.per_client <= 0 or not has_request_context() or g.get("compute_admitted"):
+            yield
+            return
+        client = client_id()
+        with self._lock:
+            if self._clients[client] >= self.per_client:
+                raise TooManyRequests(
+                    f"this client already has {self.per_client} new computations running or "
+                    "waiting (the limit per client): wait for their answers, then ask again",
+                    retry_after_s=RETRY_AFTER_S,
+                )
+            self._clients[client] += 1
+        g.compute_admitted = True
+        try:
+            yield
+        finally:
+            g.compute_admitted = False
+            with self._lock:
+                self._clients[client] -= 1
+                if self._clients[client] <= 0:
+                    del self._clients[client]
 
     def _run(
         self, kind: str, timeout_s: float, here: Callable[[], T], fn: Callable[..., T], *args: Any
     ) -> T:
         """``fn(*args)`` in a child (``here()`` in the caller without children, or when the
-        child died)."""
-        executor = self._executor
-        if executor is None:
-            return self._here(kind, here)
-        try:
-            future: Future[T] = executor.submit(fn, *args)
-            found = future.result(timeout=timeout_s)
-        except TimeoutError:  # the child's own limits did not stop it
-            raise TooSlow(timeout_s) from None
-        except BrokenProcessPool:
-            log.warning("a compute process died; starting another, this request runs here")
-            with self._lock:
-                if self._executor is executor:
-                    executor.shutdown(wait=False, cancel_futures=True)
-                    self._executor = self._new()
-                    self.replaced += 1
-            return self._here(kind, here)
+        child died), within ``timeout_s`` from now."""
+        with self.admitted():
+            if not self._running:
+                return self._here(kind, here)
+            until = time.monotonic() + timeout_s
+            gone = connection.probe(current_request.environ) if has_request_context() else None
+            child = self._take(until, timeout_s, gone)
+            if child is None:
+                log.warning("a compute process died; starting another, this request runs here")
+                return self._here(kind, here)
+            try:
+                found: T = self._ask(child, until, timeout_s, gone, fn, args)
+            except _Died:
+                log.warning("a compute process died; starting another, this request runs here")
+                self._replace(child)
+                return self._here(kind, here)
         self._note(kind, "child")
         return found
+
+    def _take(
+        self, until: float, timeout_s: float, gone: Callable[[], bool] | None
+    ) -> _Process | None:
+        """An idle child (None: the one found had died, and was replaced), waiting while
+        the client is there and the time lasts."""
+        while True:
+            try:
+                child = self._idle.get(timeout=STEP_S)
+            except queue.Empty:
+                if gone is not None and gone():
+                    self.called_off += 1
+                    raise Abandoned() from None
+                if time.monotonic() > until:
+                    self.called_off += 1
+                    raise Unavailable(
+                        f"every compute process was busy for {timeout_s:g} s; nothing was "
+                        "computed: try again shortly",
+                        retry_after_s=RETRY_AFTER_S,
+                    ) from None
+                continue
+            if child.process.is_alive():
+                return child
+            self._replace(child)
+            return None
+
+    def _ask(
+        self,
+        child: _Process,
+        until: float,
+        timeout_s: float,
+        gone: Callable[[], bool] | None,
+        fn: Callable[..., T],
+        args: tuple[Any, ...],
+    ) -> T:
+        """``fn(*args)`` run by ``child``; called off when the client goes or time is up."""
+        number = next(self._numbers)
+        try:
+            child.tasks.send((number, fn, args))
+            while True:
+                if child.tasks.poll(STEP_S):
+                    answered, result = child.tasks.recv()
+                    if answered == number:
+                        self._idle.put(child)
+                        return result
+                    continue
+                if gone is not None and gone():
+                    self._call_off(child, number)
+                    raise Abandoned()
+                if time.monotonic() > until:  # the child's own limits did not stop it
+                    self._call_off(child, number)
+                    raise TooSlow(timeout_s)
+        except (EOFError, OSError, BrokenPipeError):
+            raise _Died() from None
+
+    def _call_off(self, child: _Process, number: int) -> None:
+        """Stop task ``number`` in ``child``: the child is given back once it has, or
+        killed and replaced past :data:`CALL_OFF_S` (in the background: the caller's answer
+        does not wait)."""
+        self.called_off += 1
+        child.called_off.value = number
+
+        def reclaim() -> None:
+            until = time.monotonic() + CALL_OFF_S
+            try:
+                while (left := until - time.monotonic()) > 0:
+                    if child.tasks.poll(left) and child.tasks.recv()[0] == number:
+                        self._idle.put(child)
+                        return
+            except (EOFError, OSError):
+                pass
+            log.warning("a compute process did not stop a task called off; replacing it")
+            self._replace(child)
+
+        threading.Thread(target=reclaim, name="compute-call-off", daemon=True).start()
 
     def _here(self, kind: str, here: Callable[[], T]) -> T:
         self._note(kind, "worker")
@@ -287,6 +504,8 @@ class ComputePool:
         )
         if found is None:
             return None
+        if isinstance(found, _Failure):
+            raise found.rebuilt()
         status, sent, body, profiles = found
         for seconds in profiles:
             self._note("profile", "child")
@@ -294,3 +513,11 @@ class ComputePool:
                 self._profiled(seconds)
         kept = [(k, v) for k, v in sent if k.lower() not in _NOT_FORWARDED]
         return Response(body, status=status, headers=kept)
+
+
+def _end(child: _Process) -> None:
+    """Stop ``child`` and close the worker's end of its pipe."""
+    child.tasks.close()
+    if child.process.is_alive():
+        child.process.kill()
+    child.process.join(timeout=5)

@@ -13,7 +13,9 @@
 | ``RIGHTSIZE_TRACE_MAX_BYTES`` | 512 MiB | largest trace upload (413 beyond) |
 | ``RIGHTSIZE_TRACE_MAX_DECOMPRESSED_BYTES`` | 4 GiB | largest decompressed trace |
 | ``RIGHTSIZE_TRACE_MAX_EVENTS`` | ``20000000`` | most events in one trace |
-| ``RIGHTSIZE_TRACE_ASYNC_BYTES`` | 32 MiB | larger uploads are parsed by a worker (with Redis) |
+| ``RIGHTSIZE_TRACE_ASYNC_BYTES`` | 32 MiB | traces of more JSON are analysed in the background |
+| ``RIGHTSIZE_TRACE_TIME_LIMIT_S`` | ``600`` | a background analysis is stopped past it |
+| ``RIGHTSIZE_TRACE_MEMORY_LIMIT_BYTES`` | 4 GiB | and past this resident memory |
 | ``RIGHTSIZE_TRACE_TTL_S`` | ``604800`` | how long trace analyses are kept |
 | ``RIGHTSIZE_RECOMMENDATION_TTL_S`` | ``7776000`` | recommendations stay citable (90 days) |
 | ``RIGHTSIZE_MODEL_DIR`` | ``~/.cache/rightsize`` | performance model cache (JSON only) |
@@ -27,6 +29,10 @@
 | ``RIGHTSIZE_CORS_ORIGINS`` | unset | browser origins allowed (comma-separated) |
 | ``RIGHTSIZE_COMPUTE_PROCESSES`` | ``1`` | per gunicorn worker: count profiles, rank new answers |
 | ``RIGHTSIZE_COMPUTE_NICE`` | ``10`` | how much lower their CPU priority is (0-19) |
+| ``RIGHTSIZE_COMPUTE_PER_CLIENT`` | ``2`` | new work one client may have per worker (429 beyond) |
+| ``RIGHTSIZE_SUBMISSIONS_PER_KEY_PER_DAY`` | ``10000`` | benchmark rows a key may store a day |
+| ``RIGHTSIZE_SUBMISSIONS_MAX_ROWS`` | ``100000`` | benchmark rows stored in all (507 beyond) |
+| ``RIGHTSIZE_SUBMISSIONS_MAX_BYTES`` | 128 MiB | size of the submissions file (507 beyond) |
 """
 
 from __future__ import annotations
@@ -145,6 +151,8 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any]] = {
     "TRACE_MAX_DECOMPRESSED_BYTES": (_positive_int, 4 * 2**30),
     "TRACE_MAX_EVENTS": (_positive_int, 20_000_000),
     "TRACE_ASYNC_BYTES": (_positive_int, 32 * 2**20),
+    "TRACE_TIME_LIMIT_S": (_positive_float, 600.0),
+    "TRACE_MEMORY_LIMIT_BYTES": (_positive_int, 4 * 2**30),
     "TRACE_TTL_S": (_positive_int, 604800),
     "RECOMMENDATION_TTL_S": (_positive_int, 90 * 86400),
     "MODEL_DIR": (str, str(default_cache_dir())),
@@ -158,6 +166,10 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any]] = {
     "CORS_ORIGINS": (_origins, ()),
     "COMPUTE_PROCESSES": (_int_between(0, 64), 1),
     "COMPUTE_NICE": (_int_between(0, 19), 10),
+    "COMPUTE_PER_CLIENT": (_int_between(0, 1000), 2),
+    "SUBMISSIONS_PER_KEY_PER_DAY": (_positive_int, 10_000),
+    "SUBMISSIONS_MAX_ROWS": (_positive_int, 100_000),
+    "SUBMISSIONS_MAX_BYTES": (_positive_int, 128 * 2**20),
 }
 
 

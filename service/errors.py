@@ -17,6 +17,7 @@ from werkzeug.exceptions import HTTPException
 from knowledge import KnowledgeError, UnknownId
 from profiles.errors import InvalidDescription, ProfileError, ProfileTooSlow, UnknownModel
 from service.engine import errors as engine
+from service.files import StoreFull
 from service.state import EXTENSION
 
 PROBLEM_MIME = "application/problem+json"
@@ -62,18 +63,26 @@ class InvalidInput(ApiError):
 
 
 class RejectedRows(ApiError):
-    """A batch (benchmark rows, a price catalog) with faults: every one named, by row
-    (``rows.<index>.<field>``), and nothing of the batch kept."""
+    """A batch (benchmark rows, a price catalog) with faults: each named, by row
+    (``rows.<index>.<field>``), the first :data:`SHOWN` of them (a 50,000-row catalog
+    wrong in every row would otherwise answer with a few hundred thousand), and nothing of
+    the batch kept."""
 
     status, slug, title = 422, "invalid-input", "Unprocessable Content"
+    SHOWN = 100
 
     def __init__(self, faults: list[Any], location: str, outcome: str) -> None:
         errors = [
             {"location": location, "field": f"rows.{e.index}.{e.field}", "message": e.message}
-            for e in faults
+            for e in faults[: self.SHOWN]
         ]
         shown = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:5])
-        super().__init__(f"{shown} ({outcome})", errors=errors)
+        more = (
+            f"; {len(faults) - self.SHOWN} more faults not listed"
+            if len(faults) > self.SHOWN
+            else ""
+        )
+        super().__init__(f"{shown}{more} ({outcome})", errors=errors)
 
 
 class TooExpensive(ApiError):
@@ -92,10 +101,31 @@ class Unavailable(ApiError):
     """Work that cannot be done now (Redis away, the model not built): try again later."""
 
     status, slug, title = 503, "unavailable", "Service Unavailable"
+    retry_after_s: int | None
 
-    def __init__(self, detail: str, retry_after_s: int = 10, **extra: Any) -> None:
+    def __init__(self, detail: str, retry_after_s: int | None = 10, **extra: Any) -> None:
         super().__init__(detail, **extra)
         self.retry_after_s = retry_after_s
+
+
+class TooManyRequests(Unavailable):
+    """One client asks for more at once than its share (the rate limit has its own 429)."""
+
+    status, slug, title = 429, "too-many-requests", "Too Many Requests"
+
+
+class InsufficientStorage(Unavailable):
+    """A write that could not be made whole (the disk or a quota is full): nothing of it
+    was stored."""
+
+    status, slug, title = 507, "insufficient-storage", "Insufficient Storage"
+
+
+class ClientClosed(ApiError):
+    """The client went away before the answer (nginx's 499): only the log and the metrics
+    see it."""
+
+    status, slug, title = 499, "client-closed-request", "Client Closed Request"
 
 
 def problem(status: int, title: str, detail: str, slug: str, **extra: Any) -> Response:
@@ -112,7 +142,7 @@ def from_api_error(error: ApiError) -> Response:
             "that may hold it (Redis) is unreachable: try again later"
         )
     response = problem(error.status, error.title, error.detail, error.slug, **error.extra)
-    if isinstance(error, Unavailable):
+    if isinstance(error, Unavailable) and error.retry_after_s is not None:
         response.headers["Retry-After"] = str(error.retry_after_s)
         g.retry_after = str(error.retry_after_s)  # the limiter rewrites the header later
     return response
@@ -166,6 +196,8 @@ def from_engine_error(error: engine.EngineError) -> Response:
         return from_api_error(InvalidInput(error.field, error.message, "json", error.value))
     if isinstance(error, engine.TooSlow):
         return from_api_error(TooExpensive(error.message, limit_s=error.limit_s))
+    if isinstance(error, engine.Abandoned):
+        return from_api_error(ClientClosed(error.message))
     if isinstance(error, engine.ModelUnavailable):
         return from_api_error(Unavailable(error.message))
     return from_unexpected(error)
@@ -178,6 +210,12 @@ def from_redis_down(error: RedisError) -> Response:
     return from_api_error(
         Unavailable("the job store (Redis) is unreachable; nothing was queued: try again later")
     )
+
+
+def from_store_full(error: StoreFull) -> Response:
+    """A write the disk, the file-size limit or a quota refused: nothing of it was kept."""
+    log.warning("a write was refused: %s", error)
+    return from_api_error(InsufficientStorage(str(error), retry_after_s=None))
 
 
 def from_recursion(error: RecursionError) -> Response:
@@ -230,5 +268,6 @@ def init_app(app: Flask) -> None:
     app.register_error_handler(engine.EngineError, from_engine_error)
     app.register_error_handler(HTTPException, from_http_exception)
     app.register_error_handler(RecursionError, from_recursion)
+    app.register_error_handler(StoreFull, from_store_full)
     app.register_error_handler(RedisError, from_redis_down)
     app.register_error_handler(Exception, from_unexpected)

@@ -1,18 +1,21 @@
 """Background work on Redis with rq (JSON-serialised jobs, no pickles).
 
 ``submit`` stores a large trace upload in Redis and queues ``parse_trace_job``; an rq
-worker (``rightsize worker``) runs it and stores the analysis like a synchronous upload
-would. ``submit_retrain`` queues ``retrain_job``: the model fitted again on the curated
-and submitted benchmark rows (and, if asked, validated). A job reports its progress in
-its metadata, and a failed job the reason, for ``GET /v1/jobs/{id}``.
+worker (``rightsize worker``) runs it, analysing the trace in a process of its own
+within its time and memory limits (:func:`service.engine.traces.ingest_file`), and
+stores the analysis like a synchronous upload would. ``submit_retrain`` queues
+``retrain_job``: the model fitted again on the curated and submitted benchmark rows
+(and, if asked, validated). A job reports its progress in its metadata, and a failed job
+the reason, for ``GET /v1/jobs/{id}``.
 """
 
 from __future__ import annotations
 
-import io
+import tempfile
 import uuid
 from dataclasses import asdict
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 import redis
 from rq import Queue, SimpleWorker, Worker, get_current_job
@@ -23,10 +26,11 @@ from rq.worker import BaseWorker
 
 from profiles.trace.stream import Limits, TraceFormatError
 from service.cache import RedisCache
-from service.engine.traces import TraceOptions, ingest
+from service.engine.traces import Bounds, TraceOptions, ingest_file
 
 QUEUE = "rightsize"
 UPLOAD_TTL_S = 3600
+COPY_CHUNK = 8 * 2**20  # an upload goes into Redis and out of it a chunk at a time
 
 
 def queue(client: redis.Redis) -> Queue:
@@ -41,11 +45,20 @@ def worker(client: redis.Redis, simple: bool = False) -> BaseWorker:
 
 
 def submit(
-    client: redis.Redis, prefix: str, data: bytes, options: TraceOptions, ttl_s: int, limits: Limits
+    client: redis.Redis,
+    prefix: str,
+    upload: IO[bytes],
+    options: TraceOptions,
+    ttl_s: int,
+    limits: Limits,
+    bounds: Bounds,
 ) -> str:
-    """Queue the parsing of an upload; returns the job id."""
+    """Queue the analysis of an upload (copied into Redis a chunk at a time); returns the
+    job id."""
     upload_key = f"{prefix}upload:{uuid.uuid4().hex}"
-    client.set(upload_key, data, ex=UPLOAD_TTL_S)
+    client.set(upload_key, b"", ex=UPLOAD_TTL_S)
+    while chunk := upload.read(COPY_CHUNK):
+        client.append(upload_key, chunk)
     job = queue(client).enqueue(
         parse_trace_job,
         upload_key,
@@ -53,7 +66,8 @@ def submit(
         prefix,
         ttl_s,
         asdict(limits),
-        job_timeout=600,
+        asdict(bounds),
+        job_timeout=int(bounds.time_limit_s) + 60,
         result_ttl=ttl_s,
         failure_ttl=ttl_s,
     )
@@ -61,30 +75,48 @@ def submit(
 
 
 def parse_trace_job(
-    upload_key: str, options: dict[str, Any], prefix: str, ttl_s: int, limits: dict[str, Any]
+    upload_key: str,
+    options: dict[str, Any],
+    prefix: str,
+    ttl_s: int,
+    limits: dict[str, Any],
+    bounds: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Run in an rq worker: parse the stored upload, store the analysis, drop the upload."""
+    """Run in an rq worker: analyse the stored upload in a bounded process, store the
+    analysis, drop the upload; its progress in the job's metadata."""
     job = get_current_job()
     assert job is not None
     client = job.connection
-    data = client.get(upload_key)
-    if not isinstance(data, bytes):
-        raise RuntimeError("the upload expired before a worker took the job")
+    path = _download(client, upload_key)
     try:
-        record = ingest(
-            io.BytesIO(data),
+        record = ingest_file(
+            path,
             TraceOptions(**options),
             RedisCache(client, prefix),
             ttl_s,
             Limits(**limits),
+            Bounds(**(bounds or {})),
+            _progress,
         )
     except TraceFormatError as exc:
         job.meta["error"] = {"kind": exc.kind, "message": str(exc)}
         job.save_meta()
         raise
     finally:
+        path.unlink(missing_ok=True)
         client.delete(upload_key)
     return {"trace_id": record["trace_id"]}
+
+
+def _download(client: redis.Redis, key: str) -> Path:
+    """The upload stored under ``key``, copied into a temporary file a chunk at a time."""
+    size = client.strlen(key)
+    if not client.exists(key):
+        raise RuntimeError("the upload expired before a worker took the job")
+    with tempfile.NamedTemporaryFile(prefix="rightsize-upload-", delete=False) as out:
+        for start in range(0, int(size), COPY_CHUNK):
+            out.write(client.getrange(key, start, start + COPY_CHUNK - 1))  # type: ignore[arg-type]
+    return Path(out.name)
 
 
 PATHS = ("KNOWLEDGE_DIR", "MODEL_DIR", "SUBMISSIONS_FILE", "PRICES_FILE")  # what jobs read

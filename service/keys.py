@@ -24,10 +24,12 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from service.files import locked, write_atomically
+from service.files import locked, read_bounded, write_atomically
 
 ROLES = ("read", "write", "admin")
 PREFIX = "rs_"
+
+KEYS_MAX_BYTES = 16 * 2**20  # a few hundred bytes a key: tens of thousands of keys
 
 
 def allows(held: str, needed: str) -> bool:
@@ -105,7 +107,7 @@ class KeyFile:
 
     def _read(self) -> dict[str, dict[str, str]]:
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8") or "{}")
+            data = json.loads(read_bounded(self.path, KEYS_MAX_BYTES) or "{}")
         except FileNotFoundError:
             return {}
         if not isinstance(data, dict):

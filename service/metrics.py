@@ -1,7 +1,8 @@
 """``GET /metrics``: the service's figures in Prometheus text format.
 
 Requests and their latency by endpoint (the route's template, so that ids do not multiply
-the series) and status; cache lookups by kind (the key's prefix: profile, recommendation,
+the series; ``unmatched`` for any other path), method (``other`` for any but the standard
+seven) and status; cache lookups by kind (the key's prefix: profile, recommendation,
 trace...) and result, whose ratio is the hit ratio; the time to count a profile on a cache
 miss (those a compute process counted while ranking included); where profiles were counted
 and recommendations ranked (a compute process or the worker, :mod:`service.compute`); the
@@ -28,6 +29,13 @@ from werkzeug.wrappers import Response
 from service.cache import Cache
 
 LATENCY_BUCKETS = (0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+# labels take only values the service chooses: a client's own method names (any token is
+# a valid HTTP method) would add a series each, and grow every scrape without bound
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+def method_label(method: str) -> str:
+    return method if method in METHODS else "other"
 
 
 class Metrics:
@@ -99,10 +107,11 @@ def init_app(app: Flask, metrics: Metrics) -> None:
 
     def finish(response: Response) -> Response:
         rule = request.url_rule.rule if request.url_rule is not None else "unmatched"
-        metrics.requests.labels(rule, request.method, str(response.status_code)).inc()
+        method = method_label(request.method)
+        metrics.requests.labels(rule, method, str(response.status_code)).inc()
         started = g.get("metrics_started")
         if started is not None:
-            metrics.latency.labels(rule, request.method).observe(time.perf_counter() - started)
+            metrics.latency.labels(rule, method).observe(time.perf_counter() - started)
         return response
 
     def scrape() -> Response:

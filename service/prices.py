@@ -18,10 +18,21 @@ from typing import Any
 
 from knowledge import Knowledge
 from knowledge.prices import Priced, check_prices
-from service.files import write_atomically
+from service.files import FileTooLarge, read_bounded, write_all_atomically
 from service.submissions import RejectedBatch
 
 log = logging.getLogger(__name__)
+FILE_MAX_BYTES = 64 * 2**20  # a refresh is at most 50,000 rows (knowledge.prices.MAX_ROWS)
+
+
+def catalog_text(data: bytes) -> str:
+    """A price catalog's bytes as text: UTF-8, without the byte-order mark a spreadsheet's
+    "CSV UTF-8" writes, line endings as sent (the check refuses bare CRs by name). Raises
+    ValueError saying what was expected."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"the catalog is not UTF-8 text (byte {exc.start})") from None
 
 
 class PriceFile:
@@ -41,16 +52,18 @@ class PriceFile:
             "rows": sum(len(p) for p in priced.values()),
             "offers": len(priced),
         }
-        write_atomically(self.meta_path, json.dumps(meta, indent=1))
-        write_atomically(self.path, text)
+        write_all_atomically({self.path: text, self.meta_path: json.dumps(meta, indent=1)})
         return meta
 
     def priced(self, knowledge: Knowledge) -> Priced | None:
         """The refreshed prices (None without a file, or when it no longer checks against
         ``knowledge``: logged, the curated prices stay)."""
         try:
-            text = self.path.read_text(encoding="utf-8")
+            text = read_bounded(self.path, FILE_MAX_BYTES)
         except FileNotFoundError:
+            return None
+        except (FileTooLarge, UnicodeDecodeError) as exc:
+            log.warning("%s: %s; curated prices used", self.path, exc)
             return None
         priced, errors = check_prices(knowledge, text)
         if errors:

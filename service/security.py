@@ -20,6 +20,7 @@ import json
 import logging
 import math
 import re
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -64,12 +65,22 @@ def requires(role: str) -> Callable[[F], F]:
     return mark
 
 
-def _needed() -> str | None:
-    """The role the request's view needs: its mark, else ``read`` for ``/v1``, else none."""
+def view_handler() -> Callable[..., Any] | None:
+    """The function that answers this request (a view class's method for its HTTP method);
+    what it is marked with says what the request needs (a role, a body)."""
     view = current_app.view_functions.get(request.endpoint or "")
     owner = getattr(view, "view_class", None)
-    handler = getattr(owner, request.method.lower(), None) if owner else view
-    marked = getattr(handler, "required_role", None)
+    if owner is None:
+        return view
+    if request.method not in (owner.methods or ()):  # any token is a method: only its own
+        return None
+    found: Callable[..., Any] | None = getattr(owner, request.method.lower(), None)
+    return found
+
+
+def _needed() -> str | None:
+    """The role the request's view needs: its mark, else ``read`` for ``/v1``, else none."""
+    marked = getattr(view_handler(), "required_role", None)
     if marked:
         return str(marked)
     return "read" if request.path.startswith("/v1/") else None
@@ -118,8 +129,8 @@ def _authorise() -> None:
         raise Forbidden(f"key {key.key_id} has the {key.role} role; this needs {needed}")
 
 
-def _client_key() -> str:
-    """Rate limits count per key, else per client address."""
+def client_id() -> str:
+    """Who is asking, as the limits count clients: the key, else the client's address."""
     try:
         key = caller()
     except Unauthorised:
@@ -154,6 +165,8 @@ def _finish(response: Response) -> Response:
     response.headers["Referrer-Policy"] = "no-referrer"
     html = response.mimetype == "text/html"
     response.headers.setdefault("Content-Security-Policy", PAGE_POLICY if html else API_POLICY)
+    if current_app.config["RIGHTSIZE_CORS_ORIGINS"] and request.path.startswith("/v1/"):
+        response.vary.add("Origin")  # the CORS headers depend on it: caches must key on it
     if response.status_code == 401:
         response.headers["WWW-Authenticate"] = 'Bearer realm="rightsize"'
     if "retry_after" in g:  # a 503 saying when to come back
@@ -198,14 +211,48 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str)
 
 
+class RepeatedWarnings(logging.Filter):
+    """At most one warning of a kind (its logger and message template) every ``window_s``;
+    the next one says how many were left out. While Redis is away every request warns
+    that it fell back (about 100 lines a second under load), which says nothing more
+    than the first and buries everything else."""
+
+    KINDS = 1000  # message templates are the code's; others (an f-string's) share the rest
+
+    def __init__(self, window_s: float = 10.0) -> None:
+        super().__init__()
+        self.window_s = window_s
+        self._seen: dict[tuple[str, str], tuple[float, int]] = {}
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.WARNING:
+            return True
+        key = (record.name, str(record.msg))
+        now = time.monotonic()
+        with self._lock:
+            if len(self._seen) > self.KINDS:
+                self._seen.clear()
+            last, left_out = self._seen.get(key, (-self.window_s, 0))
+            if now - last < self.window_s:
+                self._seen[key] = (last, left_out + 1)
+                return False
+            self._seen[key] = (now, 0)
+        if left_out:
+            record.msg = f"{record.msg} [{left_out} more like this in {self.window_s:g} s]"
+        return True
+
+
 def configure_logging(level: str, form: str) -> None:
-    """The root logger at ``level``, in JSON lines or plain text."""
+    """The root logger at ``level``, in JSON lines or plain text, repeated warnings
+    thinned (:class:`RepeatedWarnings`)."""
     root = logging.getLogger()
     root.setLevel(level)
     ours = [h for h in root.handlers if getattr(h, "rightsize", False)]
     if not ours:
         added = logging.StreamHandler()
         added.rightsize = True  # type: ignore[attr-defined]
+        added.addFilter(RepeatedWarnings())
         root.addHandler(added)
         ours = [added]
     for handler in ours:
@@ -225,7 +272,7 @@ def init_app(app: Flask, redis_pool: Any | None) -> Limiter:
     if redis_pool is not None:
         uri, options = settings["RIGHTSIZE_REDIS_URL"], {"connection_pool": redis_pool}
     limiter = Limiter(
-        _client_key,
+        client_id,
         app=app,
         default_limits=[settings["RIGHTSIZE_RATE_LIMIT"]],
         default_limits_exempt_when=_exempt,

@@ -18,6 +18,7 @@ from service.engine.traces import TraceService
 if TYPE_CHECKING:
     from service.compute import ComputePool
     from service.layers import Layers
+    from service.local_jobs import LocalJobs
     from service.prices import PriceFile
     from service.submissions import SubmissionStore
 
@@ -38,6 +39,7 @@ class AppState:
     layers: Layers  # the curated model, or the one a retrain fitted with submitted rows
     prices: PriceFile  # refreshed cloud prices (admin)
     compute: ComputePool  # child processes for the CPU-heavy work (service.compute)
+    local_jobs: LocalJobs  # background jobs in this process, where there is no queue
 
 
 def attach(app: Flask, state: AppState) -> None:

@@ -3,12 +3,21 @@
 Why a file and not Redis: the rows are data, not a cache. The embedded default runs
 without Redis and must keep them; a Redis used as a cache may be configured to evict
 keys (``maxmemory-policy``), and with its default AOF policy (``everysec``) acknowledges
-a write up to a second before it is on disk. Here a batch is one ``write`` of all its
-lines under an exclusive lock, followed by ``fsync``, before the 201 is sent: a batch is
-on disk whole, or (after a crash in the middle of the write) its torn last line is
-ignored when reading, and it was never acknowledged. Replicas share the file as they
-share the keys file (one volume, ``RIGHTSIZE_SUBMISSIONS_FILE``); the file is readable
-by people and by ``git diff`` when rows graduate into the curated tables.
+a write up to a second before it is on disk. Replicas share the file as they share the
+keys file (one volume, ``RIGHTSIZE_SUBMISSIONS_FILE``); it is readable by people and by
+``git diff`` when rows graduate into the curated tables.
+
+A batch is written under an exclusive lock, every byte (a short write is continued, a
+failed one undone: the file is cut back to where it was) and fsynced before the 201; if
+the disk or the file-size limit refuses it, nothing of it stays and the caller hears so
+(:class:`service.files.StoreFull`). Each line carries its batch's row count, so that a
+reader serves a batch only when all of it is there: a batch a crash cut short, never
+acknowledged, is never served, and the next write removes it.
+
+Quotas (:class:`Quotas`): rows a batch, rows a key a day (UTC), rows and bytes in all.
+Readers keep an index of the file (rows, batches, rows by key and day) and read only what
+was appended since they last looked; the rows' checks against the knowledge are kept the
+same way.
 
 Retraining (``rightsize retrain`` or the admin job) fits the model on the curated rows
 plus every row stored so far and writes a marker beside the file (``*.trained.json``):
@@ -19,23 +28,27 @@ to that model once it is built, never blocking a request on it.
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import json
 import logging
 import os
 import secrets
 import threading
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from knowledge import Knowledge, records
 from knowledge.submitted import RowError, check_rows, layered
 from profiles.catalog import Catalog
-from service.files import locked, write_atomically
+from service.files import FULL, FileTooLarge, StoreFull, locked, read_bounded, write_atomically
 
 log = logging.getLogger(__name__)
 MAX_ROWS = 1000  # per batch
+READ_CHUNK = 8 * 2**20
+MARKER_MAX_BYTES = 64 * 2**20  # the retrain marker lists the ids of the rows it used
 
 
 class RejectedBatch(ValueError):
@@ -44,6 +57,30 @@ class RejectedBatch(ValueError):
     def __init__(self, errors: list[RowError]) -> None:
         super().__init__(f"{len(errors)} error(s) in the batch; nothing was stored")
         self.errors = errors
+
+
+class OverQuota(Exception):
+    """The key has sent its rows for the day; ``retry_after_s``: until the next UTC day."""
+
+    def __init__(self, message: str, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+@dataclass(frozen=True)
+class Quotas:
+    rows_per_key_per_day: int = 10_000
+    rows: int = 100_000
+    bytes: int = 128 * 2**20
+
+    @classmethod
+    def of(cls, settings: Mapping[str, Any]) -> Quotas:
+        """The quotas the service's settings give (``RIGHTSIZE_SUBMISSIONS_*``)."""
+        return cls(
+            settings["RIGHTSIZE_SUBMISSIONS_PER_KEY_PER_DAY"],
+            settings["RIGHTSIZE_SUBMISSIONS_MAX_ROWS"],
+            settings["RIGHTSIZE_SUBMISSIONS_MAX_BYTES"],
+        )
 
 
 @dataclass(frozen=True)
@@ -60,18 +97,34 @@ class Stored:
         return asdict(self)
 
 
+@dataclass
+class _Index:
+    """What a reader knows of the file: the whole batches up to ``offset`` (bytes read),
+    the rows of a batch still being written (or cut short), and the counts the quotas read."""
+
+    inode: int = -1
+    offset: int = 0  # bytes read: up to the end of the last whole line
+    whole: int = 0  # bytes up to the end of the last whole batch
+    generation: int = 0  # changes when the file was read again from its start
+    rows: list[Stored] = field(default_factory=list)
+    batches: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (first, n)
+    per_key_day: Counter[tuple[str, str]] = field(default_factory=Counter)
+    pending: list[tuple[Stored, int]] = field(default_factory=list)  # (row, its batch's rows)
+
+
 class SubmissionStore:
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, quotas: Quotas | None = None) -> None:
         self.path = Path(path)
         self.trained_path = self.path.with_name(self.path.stem + ".trained.json")
+        self.quotas = quotas or Quotas()
         self._lock = threading.Lock()
-        self._seen: tuple[float, int] | None = None
-        self._rows: list[Stored] = []
-        self._checked: tuple[Any, list[tuple[str, records.Benchmark]]] | None = None
+        self._index = _Index()
+        self._checked: tuple[Any, int, list[tuple[str, records.Benchmark]]] | None = None
 
     def submit(self, knowledge: Knowledge, rows: Sequence[Any], submitted_by: str) -> list[Stored]:
         """Check every row against ``knowledge``; store all of them, or none (raises
-        :class:`RejectedBatch` with every row's faults)."""
+        :class:`RejectedBatch` with every row's faults, :class:`OverQuota`, or
+        :class:`service.files.StoreFull` past the store's quotas or the disk's room)."""
         if not rows:
             raise RejectedBatch([RowError(0, "rows", "at least one row is needed")])
         if len(rows) > MAX_ROWS:
@@ -80,58 +133,83 @@ class SubmissionStore:
         if errors:
             raise RejectedBatch(errors)
         batch = secrets.token_hex(6)
-        now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        now = dt.datetime.now(dt.UTC)
+        stamp = now.isoformat(timespec="seconds")
         stored = [
-            Stored(f"{batch}-{i}", batch, submitted_by, now, dict(row))
+            Stored(f"{batch}-{i}", batch, submitted_by, stamp, dict(row))
             for i, row in enumerate(rows)
         ]
-        text = "".join(json.dumps(s.public(), sort_keys=True) + "\n" for s in stored)
+        text = "".join(
+            json.dumps({**s.public(), "batch_rows": len(stored)}, sort_keys=True) + "\n"
+            for s in stored
+        ).encode()
         with locked(self.path):
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                if _torn(fd):  # a write cut short before: end its line, never join it
-                    text = "\n" + text
-                os.write(fd, text.encode())
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            index = self._sync()
+            self._within_quotas(index, submitted_by, len(stored), len(text), now)
+            _append(self.path, text, index.whole)
         return stored
 
-    def all(self) -> list[Stored]:
-        """Every stored row, oldest first (read again when the file changed)."""
-        return self._current()[1]
+    def _within_quotas(
+        self, index: _Index, key: str, rows: int, size: int, now: dt.datetime
+    ) -> None:
+        quotas = self.quotas
+        today = now.date().isoformat()
+        sent = index.per_key_day[(key, today)]
+        if sent + rows > quotas.rows_per_key_per_day:
+            tomorrow = dt.datetime.combine(now.date() + dt.timedelta(days=1), dt.time(), dt.UTC)
+            raise OverQuota(
+                f"key {key} has stored {sent} rows today (UTC) and may store "
+                f"{quotas.rows_per_key_per_day} a day; this batch has {rows}: nothing was "
+                "stored",
+                max(1, int((tomorrow - now).total_seconds())),
+            )
+        if len(index.rows) + rows > quotas.rows:
+            raise StoreFull(
+                f"the store holds {len(index.rows)} rows of its {quotas.rows}; this batch has "
+                f"{rows}: nothing was stored (an administrator can raise "
+                "RIGHTSIZE_SUBMISSIONS_MAX_ROWS)"
+            )
+        if index.whole + size > quotas.bytes:
+            raise StoreFull(
+                f"the store holds {index.whole} bytes of its {quotas.bytes}; this batch is "
+                f"{size}: nothing was stored (an administrator can raise "
+                "RIGHTSIZE_SUBMISSIONS_MAX_BYTES)"
+            )
 
-    def _current(self) -> tuple[tuple[float, int] | None, list[Stored]]:
-        """The file's mark (modification time and size) and its rows, read together."""
-        try:
-            stat = self.path.stat()
-        except FileNotFoundError:
-            return None, []
-        mark = (stat.st_mtime, stat.st_size)
+    def all(self) -> list[Stored]:
+        """Every stored row of every whole batch, oldest first."""
         with self._lock:
-            if mark != self._seen:
-                self._rows = self._read()
-                self._seen = mark
-            return self._seen, self._rows
+            return self._sync().rows
+
+    def batch(self, batch_id: str) -> list[Stored]:
+        """The rows of one whole batch ([] if there is none of that id)."""
+        with self._lock:
+            index = self._sync()
+            first, count = index.batches.get(batch_id, (0, 0))
+            return index.rows[first : first + count]
 
     def benchmarks(self, knowledge: Knowledge) -> list[tuple[str, records.Benchmark]]:
         """The stored rows as benchmark records (rows that no longer check against
-        ``knowledge``, e.g. after a GPU was renamed, are left out and logged); checked
-        again only when the file or the knowledge changed."""
-        seen, rows = self._current()
-        mark = (seen, knowledge.version)
-        checked = self._checked
-        if checked is not None and checked[0] == mark:
-            return checked[1]
-        out = []
-        for stored in rows:
-            found, errors = check_rows(knowledge, [stored.row])
-            if errors:
-                log.warning("submitted row %s no longer checks: %s", stored.id, errors[0])
-                continue
-            out.append((stored.id, found[0]))
-        self._checked = (mark, out)
-        return out
+        ``knowledge``, e.g. after a GPU was renamed, are left out and logged); only rows
+        appended since the last call are checked, unless the file or the knowledge
+        changed otherwise."""
+        with self._lock:
+            index = self._sync()
+            rows, generation = index.rows, index.generation
+            mark = (generation, knowledge.version)
+            checked = self._checked
+            if checked is None or checked[0] != mark:
+                checked = (mark, 0, [])
+            _, done, out = checked
+            out = list(out)
+            for stored in rows[done:]:
+                found, errors = check_rows(knowledge, [stored.row])
+                if errors:
+                    log.warning("submitted row %s no longer checks: %s", stored.id, errors[0])
+                    continue
+                out.append((stored.id, found[0]))
+            self._checked = (mark, len(rows), out)
+            return out
 
     def layer(self, knowledge: Knowledge) -> Knowledge:
         """``knowledge`` with every stored row added."""
@@ -154,26 +232,107 @@ class SubmissionStore:
     def trained(self) -> dict[str, Any] | None:
         """The marker of the last retrain, or None."""
         try:
-            data = json.loads(self.trained_path.read_text(encoding="utf-8"))
+            data = json.loads(read_bounded(self.trained_path, MARKER_MAX_BYTES))
         except (FileNotFoundError, ValueError):
+            return None
+        except FileTooLarge as exc:
+            log.warning("%s: not used", exc)
             return None
         return data if isinstance(data, dict) else None
 
-    def _read(self) -> list[Stored]:
-        out = []
-        with open(self.path, encoding="utf-8", errors="replace") as lines:
-            for number, line in enumerate(lines, 1):
-                try:
-                    out.append(Stored(**json.loads(line)))
-                except (ValueError, TypeError):
-                    # a torn last line of a write that never completed (never acknowledged)
-                    log.warning("%s line %d is not a stored row; skipped", self.path, number)
-        return out
+    def _sync(self) -> _Index:
+        """The index brought up to the file: what was appended is read (from where the
+        last read ended), anything else (a new file, one cut back) from the start. Called
+        under ``self._lock`` or the file's lock."""
+        try:
+            stat = self.path.stat()
+        except FileNotFoundError:
+            if self._index.inode != -1:
+                self._index = _Index(generation=self._index.generation + 1)
+            return self._index
+        index = self._index
+        # rows of a batch not yet whole are read again: a writer may have cut them away
+        index.offset = index.whole
+        index.pending.clear()
+        if stat.st_ino != index.inode or stat.st_size < index.offset:
+            index = self._index = _Index(inode=stat.st_ino, generation=index.generation + 1)
+        if stat.st_size > index.offset:
+            with open(self.path, "rb") as source:
+                source.seek(index.offset)
+                carried = b""
+                left = stat.st_size - index.offset
+                while left > 0 and (chunk := source.read(min(READ_CHUNK, left))):
+                    left -= len(chunk)
+                    carried += chunk
+                    carried = carried[_read_lines(self.path, carried, index) :]
+        return index
 
 
-def _torn(fd: int) -> bool:
-    size = os.fstat(fd).st_size
-    return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
+def _read_lines(path: Path, data: bytes, index: _Index) -> int:
+    """Add the whole lines of ``data`` (read from ``index.offset``) to ``index``, and say
+    how many bytes they took; a batch's rows join the index when the last is there."""
+    end = data.rfind(b"\n") + 1  # a line still being written (or torn) waits
+    position = index.offset
+    for line in data[:end].splitlines(keepends=True):
+        position += len(line)
+        try:
+            stored, count = _parsed(line)
+        except (ValueError, TypeError, KeyError):
+            # a torn line of a write that never completed (never acknowledged)
+            log.warning("%s at byte %d: not a stored row; skipped", path, position - len(line))
+            index.pending.clear()
+            index.whole = position  # read past for good
+            continue
+        if index.pending and index.pending[0][0].batch_id != stored.batch_id:
+            index.pending.clear()  # a batch cut short, then another: the first never whole
+        index.pending.append((stored, count))
+        if len(index.pending) >= count:
+            first = len(index.rows)
+            batch = [s for s, _ in index.pending]
+            index.rows.extend(batch)
+            index.batches[stored.batch_id] = (first, len(batch))
+            for s in batch:
+                index.per_key_day[(s.submitted_by, s.submitted_at[:10])] += 1
+            index.pending.clear()
+            index.whole = position
+    index.offset += end
+    return end
+
+
+def _parsed(line: bytes) -> tuple[Stored, int]:
+    data = json.loads(line)
+    count = int(data.pop("batch_rows", 1))  # rows stored before batches said their size
+    return Stored(**data), count
+
+
+def _append(path: Path, text: bytes, whole: int) -> None:
+    """Append ``text`` after the last whole batch (a batch cut short after it is removed),
+    every byte and fsynced, or nothing: the file is cut back to where it was."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        size = os.fstat(fd).st_size
+        if size != whole:  # the end of a write that never completed (never acknowledged)
+            log.warning("%s: removing %d bytes of a batch cut short", path, size - whole)
+            os.ftruncate(fd, whole)
+        try:
+            written = 0
+            while written < len(text):
+                done = os.pwrite(fd, text[written:], whole + written)
+                if done == 0:
+                    raise OSError(errno.ENOSPC, "the file takes no more bytes")
+                written += done
+            os.fsync(fd)
+        except OSError as exc:
+            os.ftruncate(fd, whole)
+            os.fsync(fd)
+            if exc.errno in FULL:
+                raise StoreFull(
+                    f"the submissions file cannot grow ({os.strerror(exc.errno or 0)}): "
+                    "nothing was stored"
+                ) from None
+            raise
+    finally:
+        os.close(fd)
 
 
 def retrain(

@@ -9,8 +9,10 @@ from flask import Blueprint as FlaskBlueprint
 from flask import Flask, current_app, g, request, send_from_directory
 from werkzeug.wrappers import Response
 
+from service import connection
 from service.api import (
     benchmarks,
+    bodies,
     estimates,
     gpus,
     health,
@@ -23,9 +25,8 @@ from service.api import (
     recommendations,
     traces,
 )
-from service.api.base import Api
+from service.api.base import Api, exclusive_bounds
 from service.engine import deadline
-from service.errors import PayloadTooLarge
 from service.security import BEARER
 
 BLUEPRINTS = (
@@ -57,25 +58,9 @@ def _docs_assets() -> FlaskBlueprint:
     return assets
 
 
-JSON_BODY_LIMIT = 2**20
-BODY_LIMITS = {"/v1/offers/prices": 16 * 2**20}  # a price catalog; other bodies are JSON
-
-
-def _limit_json_bodies() -> None:
-    """Only trace uploads may be large (their own limit, the app's); a price catalog may
-    be 16 MiB and any other body 1 MiB, whether it states its length or comes chunked
-    (werkzeug stops reading at the limit: a 413)."""
-    if request.path.startswith("/v1/traces"):
-        return
-    limit = BODY_LIMITS.get(request.path, JSON_BODY_LIMIT)
-    request.max_content_length = limit
-    length = request.content_length
-    if length and length > limit:
-        raise PayloadTooLarge(f"request bodies here are limited to {limit} bytes")
-
-
 def _start_deadline() -> None:
-    g.deadline = deadline.start(current_app.config["RIGHTSIZE_COMPUTE_TIME_LIMIT_S"])
+    limit = current_app.config["RIGHTSIZE_COMPUTE_TIME_LIMIT_S"]
+    g.deadline = deadline.start(limit, connection.probe(request.environ))
 
 
 def _stop_deadline(_: BaseException | None) -> None:
@@ -102,10 +87,11 @@ def init_app(app: Flask) -> Api:
             }
         },
     )
-    app.before_request(_limit_json_bodies)
+    app.before_request(bodies.check)
     app.before_request(_start_deadline)
     app.teardown_request(_stop_deadline)
     api = Api(app)
+    api.ma_plugin.converter.add_attribute_function(exclusive_bounds)
     api.spec.components.security_scheme(
         BEARER,
         {"type": "http", "scheme": "bearer", "description": "an API key: rightsize keys create"},

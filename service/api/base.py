@@ -10,10 +10,11 @@ from typing import Any, TypeVar
 
 import flask_smorest
 from flask_smorest.spec import prepare_response
-from marshmallow import RAISE, Schema, fields
+from marshmallow import RAISE, Schema, fields, validate
 from webargs.flaskparser import FlaskParser
 from werkzeug.exceptions import BadRequest, HTTPException
 
+from service.api import bodies
 from service.errors import PROBLEM_MIME, from_http_exception
 from service.security import BEARER, requires
 
@@ -42,6 +43,7 @@ class ProblemSchema(Schema):
         metadata={"description": "what is wrong with an uploaded trace (not-a-trace, ...)"}
     )
     limit_s = fields.Float(metadata={"description": "the time limit a computation passed"})
+    limit_bytes = fields.Integer(metadata={"description": "the size limit a body passed"})
 
 
 class Api(flask_smorest.Api):
@@ -92,9 +94,43 @@ def schema_instance(cls: type[Schema]) -> Schema:
 
 
 class Blueprint(flask_smorest.Blueprint):
-    """Blueprint whose argument schemas reject unknown fields in every location."""
+    """Blueprint whose argument schemas reject unknown fields in every location, and whose
+    ``/v1`` operations document the 429 every client may get (the rate limit, a client's
+    share of the compute processes)."""
 
     ARGUMENTS_PARSER = Parser(unknown=RAISE)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._prepare_doc_cbks.append(self._prepare_limits_doc)
+
+    def _prepare_limits_doc(self, doc: dict[str, Any], _: Any, **__: Any) -> dict[str, Any]:
+        if (self.url_prefix or "").startswith("/v1"):
+            doc.setdefault("responses", {})["429"] = http.HTTPStatus(429).name
+        return doc
+
+    def arguments(self, schema: Any, *, location: str = "json", **kwargs: Any) -> Any:
+        """flask-smorest's; a method whose arguments are the JSON body takes JSON only,
+        up to :data:`service.api.bodies.JSON_BODY_LIMIT` (documented: 413, 415)."""
+        parsed = super().arguments(schema, location=location, **kwargs)
+        if location != "json":
+            return parsed
+        return lambda method: self.body()(parsed(method))
+
+    def body(
+        self, types: tuple[str, ...] | None = bodies.JSON, limit: int | str = bodies.JSON_BODY_LIMIT
+    ) -> Callable[[F], F]:
+        """Mark a view method as taking a body of ``types`` (None: any) up to ``limit``
+        bytes (or the setting of that name), documented as 413 beyond it and 415 for
+        other types (:mod:`service.api.bodies`)."""
+
+        def mark(method: F) -> F:
+            documented = self.problem(413)(method)
+            if types is not None:
+                documented = self.problem(415)(documented)
+            return bodies.mark(documented, bodies.BodyRule(types, limit))
+
+        return mark
 
     def problem(self, status: int) -> Any:
         """Document an error response of this status (problem+json)."""
@@ -110,3 +146,16 @@ class Blueprint(flask_smorest.Blueprint):
             return requires(role)(documented)
 
         return mark
+
+
+def exclusive_bounds(_: Any, field: fields.Field, **__: Any) -> dict[str, Any]:
+    """apispec writes a Range's bounds as inclusive whatever it says: say which are not
+    (OpenAPI 3.0's boolean ``exclusiveMinimum`` / ``exclusiveMaximum``)."""
+    found: dict[str, Any] = {}
+    for validator in field.validators:
+        if isinstance(validator, validate.Range):
+            if validator.min is not None and not validator.min_inclusive:
+                found["exclusiveMinimum"] = True
+            if validator.max is not None and not validator.max_inclusive:
+                found["exclusiveMaximum"] = True
+    return found

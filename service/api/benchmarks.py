@@ -19,10 +19,10 @@ from service.api.jobs import JobAcceptedSchema, accepted, no_queue
 from service.api.lookups import gpu_filter, workload_filter
 from service.api.pagination import PageQuerySchema, page_schema, paginate
 from service.api.schemas import BenchmarkSchema
-from service.errors import InvalidInput, NotFound, RejectedRows
+from service.errors import InvalidInput, NotFound, RejectedRows, TooManyRequests
 from service.security import caller
 from service.state import state
-from service.submissions import MAX_ROWS, RejectedBatch
+from service.submissions import MAX_ROWS, OverQuota, RejectedBatch
 
 blp = Blueprint(
     "benchmarks", __name__, url_prefix="/v1/benchmarks", description="Stored benchmark results"
@@ -177,6 +177,7 @@ class Benchmarks(MethodView):
     @blp.response(201, BatchSchema)
     @blp.problem(404)
     @blp.problem(422)
+    @blp.problem(507)
     def post(self, body: dict[str, Any]) -> Any:
         """Submit measured training throughputs (one row or a batch): all stored, or none"""
         st = state()
@@ -185,6 +186,8 @@ class Benchmarks(MethodView):
             stored = st.submissions.submit(st.knowledge, body["rows"], key.key_id if key else "-")
         except RejectedBatch as exc:
             raise RejectedRows(exc.errors, "json", "nothing was stored") from None
+        except OverQuota as exc:
+            raise TooManyRequests(str(exc), retry_after_s=exc.retry_after_s) from None
         batch = stored[0].batch_id
         out = {
             "batch_id": batch,
@@ -200,7 +203,7 @@ class Batch(MethodView):
     @blp.problem(404)
     def get(self, batch_id: str) -> dict[str, Any]:
         """A submitted batch as stored: its rows, who sent them and when"""
-        stored = [s.public() for s in state().submissions.all() if s.batch_id == batch_id]
+        stored = [s.public() for s in state().submissions.batch(batch_id)]
         if not stored:
             raise NotFound("benchmark batch", batch_id, [])
         trained = state().submissions.trained() or {}

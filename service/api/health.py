@@ -58,7 +58,22 @@ class ComputeStatusSchema(Schema):
     )
     alive = fields.Integer(metadata={"description": "this worker's compute processes alive"})
     replaced = fields.Integer(
-        metadata={"description": "compute processes this worker replaced after one died"}
+        metadata={
+            "description": "compute processes this worker replaced after one died or did "
+            "not stop a task called off"
+        }
+    )
+    called_off = fields.Integer(
+        metadata={
+            "description": "tasks this worker called off since it started: their client went "
+            "away or their time was up (dropped while waiting, or stopped in the child)"
+        }
+    )
+    per_client = fields.Integer(
+        metadata={
+            "description": "new computations one client may have running or waiting in this "
+            "worker (RIGHTSIZE_COMPUTE_PER_CLIENT; 0: no limit)"
+        }
     )
     detail = fields.String()
 

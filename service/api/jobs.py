@@ -1,4 +1,5 @@
-"""``/v1/jobs``: the state of background work (large trace uploads, retraining)."""
+"""``/v1/jobs``: the state of background work (large trace uploads, retraining): on the
+queue (Redis), or in this process where there is none (:mod:`service.local_jobs`)."""
 
 from __future__ import annotations
 
@@ -36,10 +37,13 @@ class JobAcceptedSchema(Schema):
 class JobById(MethodView):
     @blp.response(200, JobSchema)
     @blp.problem(404)
+    @blp.problem(503)
     def get(self, job_id: str) -> dict[str, Any]:
         """State of a background job; when finished, where its result is"""
-        client = state().redis
-        found = jobs.status(client, job_id) if client is not None else None
+        st = state()
+        found = st.local_jobs.status(job_id)
+        if found is None and st.redis is not None:
+            found = jobs.status(st.redis, job_id)
         if found is None:
             raise NotFound("job", job_id, [])
         return found

@@ -15,7 +15,8 @@ from service.api.lookups import gpu_filter
 from service.api.pagination import PageQuerySchema, page_schema, paginate
 from service.api.schemas import OfferSchema
 from service.api.sorting import sort_field, sorted_by
-from service.errors import InvalidInput, RejectedRows, UnsupportedType
+from service.errors import InvalidInput, RejectedRows
+from service.prices import catalog_text
 from service.security import caller
 from service.state import state
 from service.submissions import RejectedBatch
@@ -107,6 +108,7 @@ class Offers(MethodView):
         return paginate(sorted_by(views, args["sort"]), args, knowledge.version)
 
 
+PRICES_BODY_LIMIT = 16 * 2**20  # a price catalog (the curated one is under 1 MiB)
 PRICES_DOC = {
     "description": "a price catalog in offer_prices.csv's columns (provider, instance_type, "
     "region, on_demand_usd_per_hour, spot_usd_per_hour, reserved_usd_per_hour, "
@@ -127,19 +129,16 @@ class PriceRefreshSchema(Schema):
 @blp.route("/prices")
 class Prices(MethodView):
     @blp.needs_key("admin")
+    @blp.body(("text/csv",), PRICES_BODY_LIMIT)
     @blp.doc(requestBody=PRICES_DOC)
     @blp.response(200, PriceRefreshSchema)
-    @blp.problem(413)
-    @blp.problem(415)
     @blp.problem(422)
     def put(self) -> dict[str, Any]:
         """Refresh cloud prices from a catalog file: all rows checked, all kept or none"""
-        if request.mimetype != "text/csv":
-            raise UnsupportedType("send the catalog as text/csv")
         try:
-            text = request.get_data(cache=False).decode("utf-8")
-        except UnicodeDecodeError:
-            raise InvalidInput("(body)", "the catalog is not UTF-8 text", "body") from None
+            text = catalog_text(request.get_data(cache=False))
+        except ValueError as exc:
+            raise InvalidInput("(body)", str(exc), "body") from None
         st = state()
         key = caller()
         try:

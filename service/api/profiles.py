@@ -113,6 +113,7 @@ class Profiles(MethodView):
     @blp.response(200, ProfileSchema)
     @blp.problem(404)
     @blp.problem(422)
+    @blp.problem(503)
     def post(self, body: dict[str, Any]) -> dict[str, Any]:
         """Profile a workload: FLOPs, bytes moved and memory of one step"""
         result, cached = state().profiles.profile(body["model"], body["workload"])
@@ -123,6 +124,7 @@ class Profiles(MethodView):
 class ProfileById(MethodView):
     @blp.response(200, ProfileSchema)
     @blp.problem(404)
+    @blp.problem(503)
     def get(self, profile_id: str) -> dict[str, Any]:
         """A profile made earlier (kept for RIGHTSIZE_CACHE_TTL_S)"""
         result = state().profiles.get(profile_id)

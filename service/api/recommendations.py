@@ -150,12 +150,14 @@ class Recommendations(MethodView):
         limits = ("RIGHTSIZE_COMPUTE_TIME_LIMIT_S", "RIGHTSIZE_PROFILE_TIME_LIMIT_S")
         shared = st.cache.backend == "redis" and st.cache.reachable
         limit = sum(float(st.settings[k]) for k in limits)
-        answered = st.compute.answer(request, g.request_id, limit, shared)
-        if answered is not None:  # by a compute process
-            return answered
+        with st.compute.admitted():  # new work: within the client's share, wherever it runs
+            answered = st.compute.answer(request, g.request_id, limit, shared)
+            if answered is not None:  # by a compute process
+                return answered
+            ranked = rank.recommend(service, body)
         answer = {
             "id": ident,
-            **rank.recommend(service, body),
+            **ranked,
             "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "request": raw,
         }
@@ -168,6 +170,7 @@ class Recommendations(MethodView):
 class Recommendation(MethodView):
     @blp.response(200, RecommendationSchema)
     @blp.problem(404)
+    @blp.problem(503)
     def get(self, rec_id: str) -> Response:
         """A recommendation as it was given: inputs, date and answer"""
         hit = state().cache.get(PREFIX + rec_id)

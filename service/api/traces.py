@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import IO, Any
 
 from flask import request
@@ -15,7 +17,9 @@ from service.api.base import Blueprint
 from service.api.jobs import JobAcceptedSchema, accepted
 from service.engine.traces import TraceOptions
 from service.errors import ApiError, InvalidInput, NotFound, PayloadTooLarge
+from service.local_jobs import JobFailed, Work
 from service.state import state
+from service.uploads import Upload
 
 blp = Blueprint("traces", __name__, url_prefix="/v1/traces", description="Traced sample runs")
 
@@ -109,18 +113,24 @@ class ProjectionSchema(Schema):
     knowledge_version = fields.String()
 
 
-def _upload() -> tuple[IO[bytes], int | None]:
-    limit = state().traces.limits.compressed_bytes
-    if request.content_length is not None and request.content_length > limit:
-        raise PayloadTooLarge(f"the upload is {request.content_length} bytes; the limit is {limit}")
+def _upload() -> Upload:
+    """The upload, whole (a multipart form's ``file``, else the body), within the size
+    limit whether it states its length or comes chunked (413 beyond)."""
+    traces = state().traces
+    limit = traces.limits.compressed_bytes
     if request.mimetype == "multipart/form-data":
-        upload = request.files.get("file")
-        if upload is None:
+        source = request.files.get("file")
+        if source is None:
             raise InvalidInput(
                 "file", "a multipart upload needs the trace in the field 'file'", "form"
             )
-        return upload.stream, request.content_length
-    return request.stream, request.content_length
+        stream: IO[bytes] = source.stream
+    else:
+        stream = request.stream
+    try:
+        return Upload.read(stream, limit, traces.bounds.inline_bytes)
+    except TraceFormatError as exc:
+        raise format_problem(exc) from None
 
 
 def _options(args: dict[str, Any]) -> TraceOptions:
@@ -137,45 +147,59 @@ def format_problem(error: TraceFormatError) -> ApiError:
 @blp.route("")
 class Traces(MethodView):
     @blp.needs_key("write")
+    @blp.body(None, "RIGHTSIZE_TRACE_MAX_BYTES")
     @blp.arguments(TraceQuerySchema, location="query")
     @blp.doc(requestBody=UPLOAD_DOC)
     @blp.response(201, TraceSchema)
     @blp.alt_response(202, schema=JobAcceptedSchema, description="queued for a worker")
-    @blp.problem(413)
     @blp.problem(422)
     def post(self, args: dict[str, Any]) -> Any:
-        """Upload a trace; small ones are analysed at once, large ones by a worker (202)"""
+        """Upload a trace; small ones are analysed at once, large ones in the background (202)"""
         app = state()
-        raw, length = _upload()
         options = _options(args)
-        if (
-            app.redis is not None
-            and length
-            and length > app.settings["RIGHTSIZE_TRACE_ASYNC_BYTES"]
-        ):
-            data = raw.read(app.traces.limits.compressed_bytes + 1)
-            if len(data) > app.traces.limits.compressed_bytes:
-                raise PayloadTooLarge("the upload exceeds the size limit")
-            job_id = jobs.submit(
-                app.redis,
-                app.settings["RIGHTSIZE_KEY_PREFIX"],
-                data,
-                options,
-                app.traces.ttl_s,
-                app.traces.limits,
-            )
-            return accepted(job_id)  # not the 201 schema
+        upload = _upload()
         try:
-            record = app.traces.ingest(raw, options)
+            if upload.within(app.traces.bounds.inline_bytes, app.traces.limits):
+                with upload.stream() as raw:
+                    record = app.traces.ingest(raw, options)
+                return (
+                    app.traces.view(record),
+                    201,
+                    {"Location": f"/v1/traces/{record['trace_id']}"},
+                )
+            if app.redis is not None:  # the queue (503 while Redis is away)
+                with upload.stream() as raw:
+                    return accepted(jobs.submit(app.redis, app.settings["RIGHTSIZE_KEY_PREFIX"],
+                                                raw, options, app.traces.ttl_s,
+                                                app.traces.limits, app.traces.bounds))  # fmt: skip
+            return accepted(app.local_jobs.submit(_analysis(upload.path(), options)))
         except TraceFormatError as exc:
             raise format_problem(exc) from None
-        return app.traces.view(record), 201, {"Location": f"/v1/traces/{record['trace_id']}"}
+        finally:
+            upload.discard()
+
+
+def _analysis(path: Path, options: TraceOptions) -> Work:
+    """A local job's work: the trace in ``path`` analysed (and the file removed)."""
+    traces = state().traces
+
+    def work(report: Callable[[str], None]) -> dict[str, Any]:
+        try:
+            record = traces.ingest_file(path, options, report)
+        except TraceFormatError as exc:
+            raise JobFailed(exc.kind, str(exc)) from None
+        finally:
+            path.unlink(missing_ok=True)
+        return {"trace_id": record["trace_id"], "trace_url": f"/v1/traces/{record['trace_id']}"}
+
+    return work
 
 
 @blp.route("/<string:trace_id>")
 class TraceById(MethodView):
     @blp.response(200, TraceSchema)
     @blp.problem(404)
+    @blp.problem(503)
     def get(self, trace_id: str) -> dict[str, Any]:
         """A trace's analysis, with the reference GPU and software advice"""
         record = state().traces.get(trace_id)
@@ -190,6 +214,7 @@ class TraceProjections(MethodView):
     @blp.response(200, ProjectionSchema)
     @blp.problem(404)
     @blp.problem(422)
+    @blp.problem(503)
     def post(self, body: dict[str, Any], trace_id: str) -> dict[str, Any]:
         """Project the traced step onto other GPUs (each part scaled by what bounds it)"""
         traces = state().traces

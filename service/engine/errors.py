@@ -78,3 +78,11 @@ class TooSlow(EngineError):
             "GPUs or a lower max_gpus / max_count, a smaller model)",
         )
         self.limit_s = limit_s
+
+
+class Abandoned(EngineError):
+    """The caller went away before the computation ended: it was stopped, since nobody
+    would read its answer."""
+
+    def __init__(self) -> None:
+        super().__init__("the client closed the connection; the computation was stopped")

@@ -1,22 +1,25 @@
 """Traced sample runs: ingest (now, or as a background job), store, project, advise.
 
 A trace is stored under its ``trace_id`` (a hash of the uploaded bytes and the step
-marker) in the cache: Redis with a TTL when configured, in-process otherwise. Uploads
-above ``async_bytes`` go to an rq queue on Redis; their state is read back by job id.
+marker) in the cache: Redis with a TTL when configured, in-process otherwise. A trace
+whose JSON is larger than :attr:`Bounds.inline_bytes` is a background job (on the rq
+queue with Redis, in this process without), analysed in a process of its own within the
+time and memory of its :class:`Bounds` (:mod:`profiles.trace.bounded`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import IO, Any
 
 from knowledge import Knowledge
 from knowledge.records import Gpu
-from profiles.trace.read import analysis_dict, read_trace
+from profiles.trace.bounded import analyse_bounded
+from profiles.trace.read import analysed
 from profiles.trace.stream import Limits
 from service.engine.errors import UnknownReference
 from service.engine.ports import KeyValueStore
@@ -36,18 +39,14 @@ class TraceOptions:
     profile_id: str | None = None  # a profile of the traced model (POST /v1/profiles)
 
 
-class _Hashing(io.RawIOBase):
-    def __init__(self, raw: IO[bytes]) -> None:
-        self.raw, self.digest = raw, hashlib.sha256()
+@dataclass(frozen=True)
+class Bounds:
+    """What a trace analysed in the background may take: the size answered in the request
+    (JSON bytes, decompressed), and the analysis's time and resident memory."""
 
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        data = self.raw.read(len(buffer))
-        self.digest.update(data)
-        buffer[: len(data)] = data
-        return len(data)
+    inline_bytes: int = 32 * 2**20
+    time_limit_s: float = 600.0
+    memory_bytes: int = 4 * 2**30
 
 
 @dataclass
@@ -57,10 +56,18 @@ class TraceService:
     ttl_s: int
     limits: Limits
     profiles: Any = None  # the ProfileService, to match an attached profile
+    bounds: Bounds = field(default_factory=Bounds)
 
     def ingest(self, raw: IO[bytes], options: TraceOptions) -> dict[str, Any]:
         """Parse and analyse an upload now; store and return the record."""
         return ingest(raw, options, self.cache, self.ttl_s, self.limits)
+
+    def ingest_file(
+        self, path: Path, options: TraceOptions, report: Callable[[str], None] | None = None
+    ) -> dict[str, Any]:
+        """Analyse the trace in ``path`` in a bounded process of its own; store and return
+        the record (a background job's work)."""
+        return ingest_file(path, options, self.cache, self.ttl_s, self.limits, self.bounds, report)
 
     def get(self, trace_id: str) -> dict[str, Any] | None:
         hit = self.cache.get(PREFIX + trace_id)
@@ -159,20 +166,44 @@ class TraceService:
         }
 
 
+def record_of(
+    analysis: dict[str, Any], trace_id: str, options: TraceOptions, seconds: float
+) -> dict[str, Any]:
+    """What is stored of a trace: its analysis, id and options, and the parse's time."""
+    return {
+        "trace_id": trace_id,
+        "analysis": analysis,
+        "options": asdict(options),
+        "parse_seconds": round(seconds, 4),
+    }
+
+
+def store(record: dict[str, Any], cache: KeyValueStore, ttl_s: int) -> dict[str, Any]:
+    cache.set(PREFIX + record["trace_id"], json.dumps(record).encode(), ttl_s)
+    return record
+
+
 def ingest(
     raw: IO[bytes], options: TraceOptions, cache: KeyValueStore, ttl_s: int, limits: Limits
 ) -> dict[str, Any]:
-    """Read, analyse and store one trace (in a request or in a background job)."""
+    """Read, analyse and store one trace (a small one, in the request)."""
     started = time.monotonic()
-    hashing = _Hashing(raw)
-    analysis, stats = read_trace(io.BufferedReader(hashing, 1 << 20), limits, options.step_marker)
-    hashing.digest.update((options.step_marker or "").encode())
-    trace_id = hashing.digest.hexdigest()[:24]
-    record: dict[str, Any] = {
-        "trace_id": trace_id,
-        "analysis": analysis_dict(analysis, stats),
-        "options": asdict(options),
-        "parse_seconds": round(time.monotonic() - started, 4),
-    }
-    cache.set(PREFIX + trace_id, json.dumps(record).encode(), ttl_s)
-    return record
+    analysis, trace_id = analysed(raw, limits, options.step_marker)
+    return store(record_of(analysis, trace_id, options, time.monotonic() - started), cache, ttl_s)
+
+
+def ingest_file(
+    path: Path,
+    options: TraceOptions,
+    cache: KeyValueStore,
+    ttl_s: int,
+    limits: Limits,
+    bounds: Bounds,
+    report: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Analyse the trace in ``path`` in a process of its own, within ``bounds``; store it."""
+    started = time.monotonic()
+    analysis, trace_id = analyse_bounded(
+        path, limits, options.step_marker, bounds.time_limit_s, bounds.memory_bytes, report
+    )
+    return store(record_of(analysis, trace_id, options, time.monotonic() - started), cache, ttl_s)

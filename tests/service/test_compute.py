@@ -71,9 +71,7 @@ def _not_here(*_: Any, **__: Any) -> Any:
 
 
 def _child_pids(pool: ComputePool) -> set[int]:
-    executor = pool._executor
-    assert executor is not None
-    return set((executor._processes or {}).keys())
+    return pool.pids()
 
 
 def test_a_recommendation_ranked_in_a_child_is_the_one_the_worker_would_give(
@@ -239,12 +237,12 @@ def test_without_a_shared_cache_the_worker_ranks_new_recommendations_itself(
 WORKER = """
 import sys, time
 from service import compute_app
-from service.compute import ComputePool, _ready
+from service.compute import ComputePool
 from service.config import load_settings
 pool = ComputePool(1, 10, load_settings(), compute_app)
 pool.start()
-print(pool._executor.submit(_ready).result(timeout=120), flush=True)
-print(*pool._executor._processes, flush=True)
+print(pool.wait_ready(120), flush=True)
+print(*pool.pids(), flush=True)
 time.sleep(120)
 """
 

@@ -22,7 +22,7 @@ BODIES = {
     "not JSON": (b"{not json", "application/json", 400),
     "empty": (b"", "application/json", None),
     "a list": (b"[1, 2]", "application/json", None),
-    "wrong content type": (VALID, "text/plain", None),
+    "wrong content type": (VALID, "text/plain", 415),
     "invalid UTF-8": (b'{"model": {"name": "\xff\xfe"}}', "application/json", None),
     "NaN": (VALID.replace(b'"batch_size":2', b'"batch_size":NaN'), "application/json", None),
     "infinite": (VALID.replace(b'"gpu"', b'"count":1e999,"gpu"'), "application/json", None),
@@ -105,9 +105,10 @@ def test_a_chunked_body_past_the_limit_is_413(client: FlaskClient, url: str, lim
 
 
 def test_a_price_catalog_may_be_larger_than_a_json_body(client: FlaskClient) -> None:
-    from service.api import BODY_LIMITS, JSON_BODY_LIMIT
+    from service.api.bodies import JSON_BODY_LIMIT
+    from service.api.offers import PRICES_BODY_LIMIT
 
-    assert BODY_LIMITS["/v1/offers/prices"] > JSON_BODY_LIMIT
+    assert PRICES_BODY_LIMIT > JSON_BODY_LIMIT
     text = b"x" * (JSON_BODY_LIMIT + 10)  # past 1 MiB, under 16: refused for its rows
     response = client.put("/v1/offers/prices", data=text, content_type="text/csv")
     assert response.status_code in (403, 422)  # a write key is not admin; not a 413
@@ -115,11 +116,71 @@ def test_a_price_catalog_may_be_larger_than_a_json_body(client: FlaskClient) -> 
     from tests.conftest import KEYS_FILE, with_key
 
     admin, _ = KeyFile(KEYS_FILE).create("hostile-admin", "admin")
-    too_big = b"x" * (BODY_LIMITS["/v1/offers/prices"] + 10)
+    too_big = b"x" * (PRICES_BODY_LIMIT + 10)
     response = with_key(client, admin).put(
         "/v1/offers/prices", data=too_big, content_type="text/csv"
     )
-    problem(response, 413)
+    assert problem(response, 413)["limit_bytes"] == PRICES_BODY_LIMIT
+
+
+BIG = 20 * 2**20  # stands for the 200 MiB of the report
+
+
+def _nested_gpus(size: int) -> bytes:
+    """The report's body: a JSON array of small nested arrays, ``size`` bytes."""
+    unit = b"[[[[[[[[1]]]]]]]]"
+    return b'{"gpus":[' + b",".join([unit] * (size // (len(unit) + 1))) + b'],"count":1}'
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["with a length", "chunked"])
+def test_a_large_body_to_a_read_under_traces_is_refused_before_it_is_read(
+    anonymous: FlaskClient, chunked: bool
+) -> None:
+    """Issue 26, finding 1: the trace uploads' limit (512 MiB) covered every path under
+    /v1/traces, so a projection (a read, open to all) parsed 200 MiB of nested arrays
+    before looking the trace up: 9.3 GB in one worker. Only the upload takes a large body;
+    a projection's is held to the JSON limit, and the 413 names it."""
+    from service.api.bodies import JSON_BODY_LIMIT
+
+    body = _nested_gpus(BIG)
+    stream = io.BytesIO(body)
+    extra = {"environ_overrides": {"wsgi.input_terminated": True}} if chunked else {}
+    response = anonymous.post(
+        "/v1/traces/x/projections",
+        input_stream=stream,
+        content_type="application/json",
+        content_length=None if chunked else len(body),
+        **extra,
+    )
+    found = problem(response, 413)
+    assert found["limit_bytes"] == JSON_BODY_LIMIT
+    assert str(JSON_BODY_LIMIT) in found["detail"]
+    assert stream.tell() <= JSON_BODY_LIMIT + 2**16  # what was read: at most the limit
+
+
+def test_the_upload_alone_takes_a_large_body(client: FlaskClient) -> None:
+    """The same size to the upload endpoint is read (and refused for what it is, not for
+    its size)."""
+    response = client.post(
+        "/v1/traces", data=_nested_gpus(2 * 2**20), content_type="application/json"
+    )
+    assert response.status_code == 422
+    assert problem(response, 422)["kind"] == "not-a-trace"
+
+
+@pytest.mark.parametrize("url", ["/v1/estimates", "/v1/benchmarks", "/v1/traces/x/projections"])
+@pytest.mark.parametrize("kind", ["text/plain", "application/x-www-form-urlencoded", ""])
+def test_a_json_endpoint_refuses_other_media_types_with_415(
+    client: FlaskClient, url: str, kind: str
+) -> None:
+    response = client.post(url, data=VALID, headers={"Content-Type": kind} if kind else {})
+    found = problem(response, 415)
+    assert "application/json" in found["detail"]
+
+
+def test_json_with_a_suffix_is_json(client: FlaskClient) -> None:
+    response = client.post("/v1/estimates", data=VALID, content_type="application/problem+json")
+    assert response.status_code == 200, response.get_data(as_text=True)
 
 
 def test_a_computation_past_its_time_limit_is_a_422_not_a_held_worker() -> None:

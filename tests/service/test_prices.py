@@ -116,3 +116,50 @@ def test_a_quiet_service_switches_by_itself(tmp_path: Path) -> None:
         assert time.monotonic() < deadline
         time.sleep(0.05)
     assert "+p" in layers._loaded.everything.knowledge.version
+
+
+def test_a_spreadsheets_csv_is_taken_and_formula_cells_are_refused(
+    app: Flask, client: FlaskClient
+) -> None:
+    """Excel's "CSV UTF-8" starts with a byte-order mark; a cell such as =HYPERLINK(...)
+    would run as a formula when an operator opens the stored file (issue 26)."""
+    offer = _an_offer(client)
+    row = f"aws,{offer['instance_type']},{offer['cheapest_region']},0.03,,,2026-12-01,"
+    formula = _put(client, HEADER + row + '"=HYPERLINK(""http://x"",""y"")"\n')
+    assert fields_in(problem(formula, 422)) == {"rows.0.source"}
+    assert not app.extensions["rightsize"].prices.path.exists()
+    with_key(client, ADMIN)
+    bom = client.put(
+        "/v1/offers/prices",
+        data=b"\xef\xbb\xbf" + (HEADER + row + "sheet\n").encode(),
+        content_type="text/csv",
+    )
+    assert bom.status_code == 200, bom.get_data(as_text=True)
+
+
+FULL_DISK = """
+import resource, sys
+from pathlib import Path
+from service.files import StoreFull, write_all_atomically
+first, second = Path(sys.argv[1]), Path(sys.argv[2])
+first.write_text("old"), second.write_text("old")
+resource.setrlimit(resource.RLIMIT_FSIZE, (1000, resource.RLIM_INFINITY))
+try:
+    write_all_atomically({first: "new", second: "x" * 5000})
+except StoreFull as exc:
+    print("refused:", exc)
+print(first.read_text(), second.read_text(), sorted(p.name for p in first.parent.iterdir()))
+"""
+
+
+def test_files_written_together_change_together_or_not_at_all(tmp_path: Path) -> None:
+    """The prices and who refreshed them: a full disk leaves both as they were."""
+    done = subprocess.run(
+        [sys.executable, "-c", FULL_DISK, str(tmp_path / "a.csv"), str(tmp_path / "a.meta")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    refused, kept = done.stdout.strip().splitlines()
+    assert refused.startswith("refused:")
+    assert kept == "old old ['a.csv', 'a.meta']"

@@ -35,17 +35,18 @@ def server() -> Iterator[RedisServer]:
 
 
 @pytest.fixture
-def client(server: RedisServer) -> FlaskClient:
+def client(server: RedisServer) -> Iterator[FlaskClient]:
     app = create_app(
         {
             "TESTING": True,
             "REDIS_URL": server.url,
             "REDIS_TIMEOUT_S": 0.3,
             "KEY_PREFIX": "outage:",
-            "TRACE_ASYNC_BYTES": 2000,
+            "TRACE_ASYNC_BYTES": 20_000,  # JSON: known_steps(2) is under, (400) over
         }
     )
-    return with_key(app.test_client())
+    yield with_key(app.test_client())
+    app.extensions["rightsize"].redis.connection_pool.disconnect()  # no socket left to GC
 
 
 def _trace(client: FlaskClient, data: bytes):  # type: ignore[no-untyped-def]
@@ -63,7 +64,7 @@ def test_serves_through_an_outage_and_resumes(server: RedisServer, client: Flask
     assert before.status_code == 200, before.status_code
     before_id = before.get_json()["profile_id"]
     big = known_steps(400).gzipped()
-    assert len(big) > 2000
+    assert len(big) > 20_000
     queued = _trace(client, big)
     assert queued.status_code == 202
     job_id = queued.get_json()["job_id"]
@@ -109,6 +110,7 @@ def test_serves_through_an_outage_and_resumes(server: RedisServer, client: Flask
     )
     assert after.status_code == 200
     keys_after = {k.decode() for k in store.scan_iter(match="outage:*")}
+    store.close()
     assert any(after.get_json()["profile_id"] in k for k in keys_after)
     assert not any(during_id in k for k in keys_after)
 
@@ -122,3 +124,37 @@ def test_rate_limits_fall_back_to_memory(server: RedisServer) -> None:
     statuses = [client.get("/v1/gpus?page_size=1").status_code for _ in range(5)]
     assert statuses[:3] == [200, 200, 200]
     assert statuses[3:] == [429, 429]
+
+
+def test_an_outage_warns_once_a_window_not_once_a_request() -> None:
+    """Issue 26: a Redis outage logged about 100 warnings a second. The service's log
+    handler lets one warning of a kind through every window and counts the rest."""
+    import logging
+    import time
+
+    from service.cache import RedisCache, redis_client
+    from service.security import RepeatedWarnings
+    from tests.service.redis_server import free_port
+
+    seen: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record)
+
+    handler = Keep()
+    handler.addFilter(RepeatedWarnings(window_s=0.5))
+    logger = logging.getLogger("service.cache")
+    logger.addHandler(handler)
+    try:
+        dead = redis_client(f"redis://127.0.0.1:{free_port()}/0", 0.05)
+        cache = RedisCache(dead, "outage:")
+        for _ in range(200):
+            assert cache.get("profile:x") is None
+        assert len(seen) == 1
+        time.sleep(0.6)
+        cache.get("profile:x")
+        assert len(seen) == 2
+        assert "[199 more like this in 0.5 s]" in seen[1].getMessage()
+    finally:
+        logger.removeHandler(handler)

@@ -215,6 +215,10 @@ class TestRequestsAndHeaders:
         assert allowed.headers["Access-Control-Allow-Origin"] == origin["Origin"]
         other = app.test_client().get("/v1/gpus", headers={"Origin": "https://evil.example"})
         assert "Access-Control-Allow-Origin" not in other.headers
+        # the answer depends on the Origin: a shared cache must not serve one origin's to
+        # another (issue 26)
+        for response in (allowed, other, app.test_client().get("/v1/gpus?page_size=1")):
+            assert "Origin" in response.headers["Vary"]
 
 
 class TestMetrics:

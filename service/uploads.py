@@ -1,0 +1,133 @@
+"""Trace uploads: received within their limit, answered at once when small, and analysed in
+a bounded child process when large.
+
+A request reads the upload into an :class:`Upload` (memory up to the size answered at
+once, a temporary file beyond), refusing it past ``RIGHTSIZE_TRACE_MAX_BYTES`` whether
+it states its length or comes chunked. One whose JSON (decompressed, for a gzipped one)
+is at most ``RIGHTSIZE_TRACE_ASYNC_BYTES`` is analysed in the request: a second or two.
+A larger one is a background job (:mod:`service.jobs` on Redis,
+:mod:`service.local_jobs` without), whose analysis runs in a child process
+(:func:`profiles.trace.bounded.analyse_bounded`) that is killed past
+``RIGHTSIZE_TRACE_TIME_LIMIT_S`` or when its memory passes
+``RIGHTSIZE_TRACE_MEMORY_LIMIT_BYTES``, and tells its progress on the way: a 5-million-
+event trace once took 66 s and 2 GB inside a request, which nothing stopped.
+"""
+
+from __future__ import annotations
+
+import io
+import tempfile
+import zlib
+from pathlib import Path
+from typing import IO
+
+from profiles.trace.stream import RATIO_FROM, Limits, TraceFormatError
+
+CHUNK = 1 << 20
+GZIP_MAGIC = b"\x1f\x8b"
+BOMB_SCAN_BYTES = 128 * 2**20  # inflated in the request at most, to refuse a bomb at once
+
+
+class Upload:
+    """The bytes of one upload, in memory up to ``in_memory`` bytes, else in a temporary
+    file (:meth:`path`)."""
+
+    def __init__(self, in_memory: int) -> None:
+        self.size = 0
+        self._in_memory = in_memory
+        self._buffer: io.BytesIO | None = io.BytesIO()
+        self._file: IO[bytes] | None = None
+
+    @classmethod
+    def read(cls, source: IO[bytes], limit: int, in_memory: int) -> Upload:
+        """All of ``source``, refused (``too-large``) past ``limit`` bytes."""
+        upload = cls(in_memory)
+        try:
+            while chunk := source.read(CHUNK):
+                upload.size += len(chunk)
+                if upload.size > limit:
+                    raise TraceFormatError("too-large", f"the upload exceeds {limit} bytes")
+                upload._write(chunk)
+        except BaseException:
+            upload.discard()
+            raise
+        return upload
+
+    def _write(self, chunk: bytes) -> None:
+        if self._buffer is not None and self.size > self._in_memory:
+            self._file = tempfile.NamedTemporaryFile(  # noqa: SIM115 - kept past this call
+                prefix="rightsize-upload-", delete=False
+            )
+            self._file.write(self._buffer.getvalue())
+            self._buffer = None
+        (self._file or self._buffer).write(chunk)  # type: ignore[union-attr]
+
+    def stream(self) -> IO[bytes]:
+        """The upload from its start (read it before the next call)."""
+        if self._buffer is not None:
+            return io.BytesIO(self._buffer.getbuffer())
+        assert self._file is not None
+        self._file.flush()
+        return open(self._file.name, "rb")  # the caller closes it
+
+    def path(self) -> Path:
+        """A file holding the upload (written out if it was in memory); the caller owns it
+        from now on (:meth:`discard` leaves it)."""
+        if self._file is None:
+            assert self._buffer is not None
+            self._file = tempfile.NamedTemporaryFile(  # noqa: SIM115
+                prefix="rightsize-upload-", delete=False
+            )
+            self._file.write(self._buffer.getvalue())
+            self._buffer = None
+        self._file.close()
+        path = Path(self._file.name)
+        self._file = None
+        return path
+
+    def within(self, json_bytes: int, limits: Limits) -> bool:
+        """Whether the trace's JSON (decompressed, if gzipped) is at most ``json_bytes``
+        (inflated up to that much: a tenth of a second for 32 MiB). A gzip bomb small
+        enough to tell at once (its ratio past ``limits.ratio`` within
+        :data:`BOMB_SCAN_BYTES`) is refused here, not handed to a job."""
+        if self.size > json_bytes:
+            return False
+        with self.stream() as raw:
+            if raw.read(2) != GZIP_MAGIC:
+                return True
+            raw.seek(0)
+            bomb_at = max(RATIO_FROM, int(limits.ratio * self.size))
+            look = max(json_bytes, bomb_at) if bomb_at <= BOMB_SCAN_BYTES else json_bytes
+            produced = _gunzipped(raw, look)
+        if look >= bomb_at and produced > bomb_at:
+            raise TraceFormatError(
+                "too-large", f"decompression ratio above {limits.ratio:g}: refused as a gzip bomb"
+            )
+        return produced <= json_bytes
+
+    def discard(self) -> None:
+        self._buffer = None
+        if self._file is not None:
+            self._file.close()
+            Path(self._file.name).unlink(missing_ok=True)
+            self._file = None
+
+
+def _gunzipped(raw: IO[bytes], limit: int) -> int:
+    """How many bytes the gzip stream in ``raw`` (every member) decompresses to, counted up
+    to ``limit + 1``; a corrupt one ends the count (its analysis says what is wrong)."""
+    total = 0
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        while data := raw.read(CHUNK):
+            while data:
+                total += len(inflate.decompress(data, limit + 1 - total))
+                if total > limit:
+                    return total
+                data = inflate.unconsumed_tail
+                if inflate.eof:  # another member may follow
+                    data = inflate.unused_data + data
+                    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    except zlib.error:
+        pass
+    return total
