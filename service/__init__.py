@@ -60,6 +60,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         lambda kind, where: figures.compute.labels(kind, where).inc(),
         figures.profile.observe,
         settings["RIGHTSIZE_COMPUTE_PER_CLIENT"],
+        security.client_id,
     )
 
     def observe_profile(seconds: float) -> None:

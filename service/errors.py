@@ -188,19 +188,28 @@ def from_profile_error(error: ProfileError) -> Response:
 
 def from_engine_error(error: engine.EngineError) -> Response:
     """The engine's errors: unknown stored objects are 404s, requests it cannot answer
-    422s naming the field, a model that cannot be built a 503."""
+    422s naming the field, a model that cannot be built or busy compute processes 503s, a
+    client past its share 429, one that went away 499."""
+    found = _api_error(error)
+    return from_api_error(found) if found is not None else from_unexpected(error)
+
+
+def _api_error(error: engine.EngineError) -> ApiError | None:
     if isinstance(error, engine.NotFound):
-        return from_api_error(NotFound(error.kind, str(error.value), error.suggestions))
+        return NotFound(error.kind, str(error.value), error.suggestions)
     if isinstance(error, engine.InvalidRequest):
         assert error.field is not None
-        return from_api_error(InvalidInput(error.field, error.message, "json", error.value))
+        return InvalidInput(error.field, error.message, "json", error.value)
     if isinstance(error, engine.TooSlow):
-        return from_api_error(TooExpensive(error.message, limit_s=error.limit_s))
+        return TooExpensive(error.message, limit_s=error.limit_s)
     if isinstance(error, engine.Abandoned):
-        return from_api_error(ClientClosed(error.message))
+        return ClientClosed(error.message)
+    if isinstance(error, engine.Busy):
+        busy = TooManyRequests if error.shared else Unavailable
+        return busy(error.message, retry_after_s=error.retry_after_s)
     if isinstance(error, engine.ModelUnavailable):
-        return from_api_error(Unavailable(error.message))
-    return from_unexpected(error)
+        return Unavailable(error.message)
+    return None
 
 
 def from_redis_down(error: RedisError) -> Response:

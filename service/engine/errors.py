@@ -80,6 +80,17 @@ class TooSlow(EngineError):
         self.limit_s = limit_s
 
 
+class Busy(EngineError):
+    """New work that could not start: the compute processes were busy past its time, or
+    its client already has its share of them running or waiting (``shared``). Nothing was
+    computed; ``retry_after_s`` says when to ask again."""
+
+    def __init__(self, message: str, retry_after_s: int, shared: bool = False) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+        self.shared = shared
+
+
 class Abandoned(EngineError):
     """The caller went away before the computation ended: it was stopped, since nobody
     would read its answer."""

@@ -21,8 +21,8 @@ from flask import Flask
 
 from service import compute, create_app
 from service.compute import ComputePool, _sleep
-from service.engine.errors import Abandoned
-from service.errors import TooManyRequests, Unavailable
+from service.engine.errors import Abandoned, Busy
+from service.security import client_id
 from tests.service.compute_tasks import mark, small_app, stubborn
 
 
@@ -33,7 +33,7 @@ def app() -> Flask:
 
 @pytest.fixture(scope="module")
 def pool() -> Iterator[ComputePool]:
-    started = ComputePool(1, 0, {}, small_app, per_client=2)
+    started = ComputePool(1, 0, {}, small_app, per_client=2, client=client_id)
     started.start()
     assert started.wait_ready(120)
     yield started
@@ -149,9 +149,9 @@ def test_one_client_holds_at_most_its_share_and_others_still_get_in(
     greedy = [client_of("198.51.100.7") for _ in range(3)]
     held = [_in_thread(lambda c=c: c.run(pool, 30, _sleep, 1.0)) for c in greedy[:2]]
     time.sleep(0.3)
-    with pytest.raises(TooManyRequests) as refused:
+    with pytest.raises(Busy) as refused:
         greedy[2].run(pool, 30, _sleep, 0.01)
-    assert refused.value.status == 429
+    assert refused.value.shared  # a 429
     assert refused.value.retry_after_s
     other = client_of("203.0.113.9")
     assert other.run(pool, 30, _sleep, 0.01) == 0.01
@@ -164,9 +164,9 @@ def test_one_client_holds_at_most_its_share_and_others_still_get_in(
 def test_work_that_never_got_a_child_is_a_503_not_too_expensive(pool: ComputePool) -> None:
     busy, _ = _in_thread(lambda: pool._run("test", 30, lambda: None, _sleep, 1.0))
     time.sleep(0.2)
-    with pytest.raises(Unavailable) as waited:
+    with pytest.raises(Busy) as waited:
         pool._run("test", 0.3, lambda: None, _sleep, 0.01)
-    assert waited.value.status == 503
+    assert not waited.value.shared  # a 503
     busy.join(5)
 
 
