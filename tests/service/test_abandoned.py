@@ -188,3 +188,20 @@ def test_a_child_that_does_not_stop_is_killed_and_replaced(
     assert not pool.pids() & pids
     assert pool.status()["replaced"] == replaced + 1
     assert pool._run("test", 120, lambda: None, _sleep, 0.01) == 0.01  # the new child works
+
+
+def test_work_in_the_worker_stops_when_its_client_leaves() -> None:
+    """Rankings the worker does itself (no shared cache) check their client between
+    candidates, as they check their time."""
+    from service.engine import deadline
+
+    left = [False]
+    token = deadline.start(30, gone=lambda: left[0])
+    try:
+        deadline.check()
+        left[0] = True
+        time.sleep(deadline.PROBE_EVERY_S + 0.05)  # the socket is looked at every 0.2 s
+        with pytest.raises(Abandoned):
+            deadline.check()
+    finally:
+        deadline.stop(token)

@@ -42,3 +42,22 @@ class TestOpenApi:
         assert PROBLEM_MIME in str(not_found) or "$ref" in not_found
         params = {p["name"] for p in spec["paths"]["/v1/gpus"]["get"]["parameters"]}
         assert {"page", "page_size", "vendor", "min_memory_gb", "precision", "sort"} <= params
+
+    def test_says_what_the_service_does_when_refusing(self) -> None:
+        """Issue 26: 429 was not in the contract, exclusive minimums were published as
+        inclusive, and bodies' 413 and 415 were documented on two operations of nine."""
+        spec = yaml.safe_load(SPEC_FILE.read_text(encoding="utf-8"))
+        for path, operations in spec["paths"].items():
+            if not path.startswith("/v1/"):
+                continue
+            for method, operation in operations.items():
+                if method not in ("get", "post", "put", "patch", "delete"):
+                    continue  # the path's own parameters
+                responses = operation["responses"]
+                assert "429" in responses, (method, path)
+                if method in ("post", "put") and "requestBody" in operation:
+                    assert {"413"} <= set(responses), (method, path)
+        workload = spec["components"]["schemas"]["Workload"]["properties"]
+        assert workload["epochs"]["minimum"] == 0
+        assert workload["epochs"]["exclusiveMinimum"] is True
+        assert "exclusiveMinimum" not in workload["batch_size"]
