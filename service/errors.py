@@ -195,21 +195,22 @@ def from_engine_error(error: engine.EngineError) -> Response:
 
 
 def _api_error(error: engine.EngineError) -> ApiError | None:
+    found: ApiError | None = None
     if isinstance(error, engine.NotFound):
-        return NotFound(error.kind, str(error.value), error.suggestions)
-    if isinstance(error, engine.InvalidRequest):
+        found = NotFound(error.kind, str(error.value), error.suggestions)
+    elif isinstance(error, engine.InvalidRequest):
         assert error.field is not None
-        return InvalidInput(error.field, error.message, "json", error.value)
-    if isinstance(error, engine.TooSlow):
-        return TooExpensive(error.message, limit_s=error.limit_s)
-    if isinstance(error, engine.Abandoned):
-        return ClientClosed(error.message)
-    if isinstance(error, engine.Busy):
+        found = InvalidInput(error.field, error.message, "json", error.value)
+    elif isinstance(error, engine.TooSlow):
+        found = TooExpensive(error.message, limit_s=error.limit_s)
+    elif isinstance(error, engine.Abandoned):
+        found = ClientClosed(error.message)
+    elif isinstance(error, engine.Busy):
         busy = TooManyRequests if error.shared else Unavailable
-        return busy(error.message, retry_after_s=error.retry_after_s)
-    if isinstance(error, engine.ModelUnavailable):
-        return Unavailable(error.message)
-    return None
+        found = busy(error.message, retry_after_s=error.retry_after_s)
+    elif isinstance(error, engine.ModelUnavailable):
+        found = Unavailable(error.message)
+    return found
 
 
 def from_redis_down(error: RedisError) -> Response:
