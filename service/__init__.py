@@ -13,6 +13,7 @@ from typing import Any
 
 from flask import Flask
 from redis.exceptions import RedisError
+from werkzeug.middleware.proxy_fix import ProxyFix
 from werkzeug.wrappers import Response
 
 from knowledge import load_knowledge
@@ -118,6 +119,12 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     metrics.init_app(app, figures)
     security.init_app(app, redis.connection_pool if redis is not None else None)
     api.init_app(app)
+
+    if settings["RIGHTSIZE_PROXY_HOPS"]:
+        # behind a balancer every client has its address: the limits count per client only
+        # if the address it forwards is taken (from that many trusted proxies, no more)
+        hops = settings["RIGHTSIZE_PROXY_HOPS"]
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops)  # type: ignore[method-assign]
 
     @app.after_request
     def _version_header(response: Response) -> Response:

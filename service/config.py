@@ -30,6 +30,7 @@
 | ``RIGHTSIZE_COMPUTE_PROCESSES`` | ``1`` | per gunicorn worker: count profiles, rank new answers |
 | ``RIGHTSIZE_COMPUTE_NICE`` | ``10`` | how much lower their CPU priority is (0-19) |
 | ``RIGHTSIZE_COMPUTE_PER_CLIENT`` | ``2`` | new work one client may have per worker (429 beyond) |
+| ``RIGHTSIZE_PROXY_HOPS`` | ``0`` | proxies in front whose X-Forwarded-For names the client |
 | ``RIGHTSIZE_SUBMISSIONS_PER_KEY_PER_DAY`` | ``10000`` | benchmark rows a key may store a day |
 | ``RIGHTSIZE_SUBMISSIONS_MAX_ROWS`` | ``100000`` | benchmark rows stored in all (507 beyond) |
 | ``RIGHTSIZE_SUBMISSIONS_MAX_BYTES`` | 128 MiB | size of the submissions file (507 beyond) |
@@ -167,6 +168,7 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any]] = {
     "COMPUTE_PROCESSES": (_int_between(0, 64), 1),
     "COMPUTE_NICE": (_int_between(0, 19), 10),
     "COMPUTE_PER_CLIENT": (_int_between(0, 1000), 2),
+    "PROXY_HOPS": (_int_between(0, 10), 0),
     "SUBMISSIONS_PER_KEY_PER_DAY": (_positive_int, 10_000),
     "SUBMISSIONS_MAX_ROWS": (_positive_int, 100_000),
     "SUBMISSIONS_MAX_BYTES": (_positive_int, 128 * 2**20),

@@ -158,6 +158,19 @@ class TestRateLimits:
         assert with_key(app.test_client(), READ_KEY).get("/v1/gpus?page_size=1").status_code == 200
         assert one.get("/healthz").status_code == 200  # probes are not limited
 
+    def test_behind_a_proxy_each_forwarded_client_counts_apart(self):
+        """Behind a balancer every request comes from its address: with
+        RIGHTSIZE_PROXY_HOPS the address it forwards is the client (and only that many
+        hops are believed: a client's own X-Forwarded-For entries are not)."""
+        for hops, separate in ((0, False), (1, True)):
+            app = create_app({"TESTING": True, "RATE_LIMIT": "2 per minute", "PROXY_HOPS": hops})
+            statuses = []
+            for forwarded in ("198.51.100.1", "198.51.100.2", "198.51.100.3"):
+                client = app.test_client()
+                client.environ_base["HTTP_X_FORWARDED_FOR"] = f"203.0.113.66, {forwarded}"
+                statuses.append(client.get("/v1/gpus?page_size=1").status_code)
+            assert statuses == ([200, 200, 200] if separate else [200, 200, 429])
+
     def test_replicas_share_their_counts_in_redis(self, redis_url: str, redis_prefix: str):
         config = {"REDIS_URL": redis_url, "KEY_PREFIX": redis_prefix, "RATE_LIMIT": "4/minute"}
         first, second = create_app(config).test_client(), create_app(config).test_client()
