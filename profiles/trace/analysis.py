@@ -112,10 +112,11 @@ def analyze(c: Collected, metadata: dict[str, Any], marker: str | None = None) -
         )
     spans = sorted(c.markers if marker else c.steps, key=lambda s: s[1])
     windows, used = _windows(spans, cols, c, notes)
-    breakdowns = [_breakdown(cols, c, w) for w in windows]
+    timeline = _Timeline(cols, c)
+    breakdowns = [timeline.breakdown(w) for w in windows]
     whole = None
     if len(cols["start"]):
-        whole = _breakdown(cols, c, (float(cols["start"].min()), float(cols["end"].max())))
+        whole = timeline.breakdown((float(cols["start"].min()), float(cols["end"].max())))
     flops = _flops(c, cols)
     steps = max(len(windows), 1)
     return TraceAnalysis(
@@ -188,16 +189,56 @@ def _windows(
     return windows, names
 
 
-def _breakdown(cols: dict[str, np.ndarray], c: Collected, window: tuple[float, float]) -> Breakdown:
-    busy, gaps = partition(cols["start"], cols["end"], cols["kind"], window)
-    launches = np.frombuffer(c.launch_start, dtype=np.float64)
-    in_window = launches[(launches >= window[0] - 50) & (launches < window[1])]
-    idle = attribute_idle(gaps, c.loader, c.sync, in_window)
-    return Breakdown(
-        window[1] - window[0],
-        {k: float(busy[i]) for i, k in enumerate(KINDS)},
-        {k: float(idle[k]) for k in IDLE_CAUSES},
-    )
+class _Timeline:
+    """The GPU activity, data-loader and synchronisation spans and launch times, sorted
+    once, so that each step's breakdown reads only what overlaps it: a trace of 25,000
+    steps spent 88 s comparing every step with every span (now a second)."""
+
+    def __init__(self, cols: dict[str, np.ndarray], c: Collected) -> None:
+        order = np.argsort(cols["start"], kind="stable")
+        self.starts, self.ends = cols["start"][order], cols["end"][order]
+        self.kinds = cols["kind"][order]
+        self.reach = np.maximum.accumulate(self.ends) if len(self.ends) else self.ends
+        self.launches = np.sort(np.frombuffer(c.launch_start, dtype=np.float64))
+        self.loader, self.sync = _Spans(c.loader), _Spans(c.sync)
+
+    def breakdown(self, window: tuple[float, float]) -> Breakdown:
+        lo, hi = window
+        first, last = _overlapping(self.starts, self.reach, lo, hi)
+        busy, gaps = partition(
+            self.starts[first:last], self.ends[first:last], self.kinds[first:last], window
+        )
+        launches = self.launches[
+            np.searchsorted(self.launches, lo - 50) : np.searchsorted(self.launches, hi)
+        ]
+        idle = attribute_idle(gaps, self.loader.within(lo, hi), self.sync.within(lo, hi), launches)
+        return Breakdown(
+            hi - lo,
+            {k: float(busy[i]) for i, k in enumerate(KINDS)},
+            {k: float(idle[k]) for k in IDLE_CAUSES},
+        )
+
+
+class _Spans:
+    """Host spans (data loading, synchronisation) by start, with the furthest end reached
+    so far at each: what overlaps a window is a slice."""
+
+    def __init__(self, spans: list[tuple[float, float]]) -> None:
+        self.spans = sorted(spans)
+        self.starts = np.array([s for s, _ in self.spans], dtype=np.float64)
+        ends = np.array([e for _, e in self.spans], dtype=np.float64)
+        self.reach = np.maximum.accumulate(ends) if len(ends) else ends
+
+    def within(self, lo: float, hi: float) -> list[tuple[float, float]]:
+        first, last = _overlapping(self.starts, self.reach, lo, hi)
+        return self.spans[first:last]
+
+
+def _overlapping(starts: np.ndarray, reach: np.ndarray, lo: float, hi: float) -> tuple[int, int]:
+    """The index range of spans (sorted by start, ``reach`` the furthest end so far) that
+    may overlap (lo, hi): every span before it ends by ``lo``, every one after starts at
+    ``hi`` or later."""
+    return int(np.searchsorted(reach, lo, side="right")), int(np.searchsorted(starts, hi))
 
 
 def _mean(parts: list[Breakdown]) -> Breakdown:

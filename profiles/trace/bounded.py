@@ -21,7 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import IO, Any
 
-from profiles.trace.stream import Limits, TraceFormatError
+from profiles.trace.stream import Limits, StreamStats, TraceFormatError
 
 STEP_S = 0.1  # how often the caller looks at the child's memory and time
 PROGRESS_EVERY_S = 0.5
@@ -42,11 +42,12 @@ def main(argv: list[str]) -> None:
         with open(path, "rb") as raw:
             total = os.fstat(raw.fileno()).st_size
 
-            def progress(read: int) -> None:
+            def progress(phase: str, stats: StreamStats) -> None:
                 now = time.monotonic()
-                if now - last[0] >= PROGRESS_EVERY_S:
+                if now - last[0] >= PROGRESS_EVERY_S or phase != "reading":
                     last[0] = now
-                    _report({"read": read, "total": total})
+                    _report({"phase": phase, "read": stats.compressed_bytes, "total": total,
+                             "json": stats.decompressed_bytes, "events": stats.events})  # fmt: skip
 
             analysis, trace_id = analysed(raw, limits, marker, progress)
         _report({"analysis": analysis, "trace_id": trace_id})
@@ -54,6 +55,19 @@ def main(argv: list[str]) -> None:
         _report({"error": exc.kind, "message": str(exc)})
     except MemoryError:
         _report({"error": "too-large", "message": "the trace needs more memory than it got"})
+
+
+def _progress(line: dict[str, Any]) -> str:
+    """What a job says of its analysis, e.g. "reading: 120 of 512 MiB (1,000 MiB of JSON,
+    3,141,592 events)"."""
+    done = (
+        f"{line['json'] / 2**20:,.0f} MiB of JSON, {line['events']:,} events"
+        if line["phase"] == "reading"
+        else f"{line['events']:,} events read"
+    )
+    if line["phase"] == "reading":
+        return f"reading: {line['read'] / 2**20:,.1f} of {line['total'] / 2**20:,.1f} MiB ({done})"
+    return f"analysing: {done}"
 
 
 def _resident_bytes(pid: int) -> int:
@@ -84,7 +98,8 @@ def analyse_bounded(
 ) -> tuple[dict[str, Any], str]:
     """The analysis of the trace in ``path`` and its id (:func:`profiles.trace.read.analysed`),
     from a child killed past ``time_limit_s`` (``too-slow``) or ``memory_bytes`` resident
-    (``too-large``). ``report`` hears its progress ("reading: 120 of 512 MiB")."""
+    (``too-large``). ``report`` hears its progress ("reading: 120.0 of 512.0 MiB (1,024 MiB of
+    JSON, 3,141,592 events)", then "analysing: ...")."""
     child = subprocess.Popen(
         [sys.executable, "-m", "profiles.trace.bounded", str(path),
          json.dumps(asdict(limits)), marker or ""],
@@ -111,8 +126,8 @@ def analyse_bounded(
                 return line["analysis"], line["trace_id"]
             if "error" in line:
                 raise TraceFormatError(line["error"], line["message"])
-            if "read" in line and report is not None:
-                report(f"reading: {line['read'] / 2**20:.0f} of {line['total'] / 2**20:.0f} MiB")
+            if "phase" in line and report is not None:
+                report(_progress(line))
             if _resident_bytes(child.pid) > memory_bytes:
                 raise TraceFormatError(
                     "too-large",

@@ -22,13 +22,23 @@ CAPTURE_HINT = (
 FLOW_PHASES = frozenset({b"s", b"f"})  # flow arrows: not needed for the analysis
 
 
+Progress = Callable[[str, StreamStats], None]  # (reading | analysing, what was read so far)
+
+
 def read_trace(
-    raw: BinaryIO, limits: Limits | None = None, marker: str | None = None
+    raw: BinaryIO,
+    limits: Limits | None = None,
+    marker: str | None = None,
+    progress: Progress | None = None,
 ) -> tuple[TraceAnalysis, StreamStats]:
     """Analyse the trace in ``raw`` (plain or gzipped JSON); raise TraceFormatError (a limit
-    passed, not a trace, metadata of the wrong type)."""
-    stream = TraceStream(raw, limits, skip_phases=FLOW_PHASES)
+    passed, not a trace, metadata of the wrong type). ``progress`` hears after each chunk
+    read, and once the analysis starts."""
+    reading = (lambda stats: progress("reading", stats)) if progress is not None else None
+    stream = TraceStream(raw, limits, skip_phases=FLOW_PHASES, progress=reading)
     collected = Collector(marker).add_all(stream)
+    if progress is not None:
+        progress("analysing", stream.stats)
     if stream.stats.events == 0:  # counts the skipped flow events too
         raise TraceFormatError(
             "not-a-trace", "no trace events: not a single event object in the document"
@@ -71,10 +81,10 @@ def analysis_dict(analysis: TraceAnalysis, stats: StreamStats) -> dict[str, Any]
 
 
 class _Hashing(io.RawIOBase):
-    """Hashes what is read (the trace's id), and says how much (``progress``)."""
+    """Hashes what is read: the trace's id."""
 
-    def __init__(self, raw: IO[bytes], progress: Callable[[int], None] | None) -> None:
-        self.raw, self.digest, self.progress, self.read_bytes = raw, hashlib.sha256(), progress, 0
+    def __init__(self, raw: IO[bytes]) -> None:
+        self.raw, self.digest = raw, hashlib.sha256()
 
     def readable(self) -> bool:
         return True
@@ -83,9 +93,6 @@ class _Hashing(io.RawIOBase):
         data = self.raw.read(len(buffer))
         self.digest.update(data)
         buffer[: len(data)] = data
-        self.read_bytes += len(data)
-        if self.progress is not None:
-            self.progress(self.read_bytes)
         return len(data)
 
 
@@ -93,12 +100,12 @@ def analysed(
     raw: IO[bytes],
     limits: Limits | None = None,
     marker: str | None = None,
-    progress: Callable[[int], None] | None = None,
+    progress: Progress | None = None,
 ) -> tuple[dict[str, Any], str]:
     """The trace in ``raw`` analysed (:func:`analysis_dict`), and its id: a hash of its
-    bytes and the step marker, so that the same upload is one trace. ``progress`` hears
-    the bytes read so far."""
-    hashing = _Hashing(raw, progress)
-    analysis, stats = read_trace(io.BufferedReader(hashing, 1 << 20), limits, marker)
+    bytes and the step marker, so that the same upload is one trace. ``progress`` as
+    :func:`read_trace`'s."""
+    hashing = _Hashing(raw)
+    analysis, stats = read_trace(io.BufferedReader(hashing, 1 << 20), limits, marker, progress)
     hashing.digest.update((marker or "").encode())
     return analysis_dict(analysis, stats), hashing.digest.hexdigest()[:24]

@@ -15,7 +15,7 @@ import gzip
 import io
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -199,12 +199,14 @@ class TraceStream:
         raw: BinaryIO,
         limits: Limits | None = None,
         skip_phases: frozenset[bytes] = frozenset(),
+        progress: Callable[[StreamStats], None] | None = None,
     ) -> None:
         """``skip_phases``: event phases (``ph``) not to parse at all, e.g. flow events
         (``s``, ``f``); recognised when ``ph`` is an event's first key, as Kineto writes it."""
         self.raw = raw
         self.limits = limits or Limits()
         self.skip_phases = skip_phases
+        self.progress = progress  # hears the stats after each chunk read
         self.stats = StreamStats()
         # where the events come from, for trace_index (set per parsed text, never per event)
         self._span: tuple[int, np.ndarray | None] = (0, None)  # elements, offsets of kept
@@ -239,6 +241,8 @@ class TraceStream:
                 state = self._start(chunk, positions)
             for text in self._split(chunk, positions, depths, state):
                 yield from self._parse(text)
+            if self.progress is not None:
+                self.progress(self.stats)
         if state is None:
             raise TraceFormatError("not-json", "the upload is empty")
         if scanner.in_string or scanner.depth != 0:

@@ -52,7 +52,7 @@ def test_without_redis_a_large_trace_is_a_job_that_a_child_analyses() -> None:
     assert accepted.headers["Location"] == accepted.get_json()["job_url"]
     done = _finished(client, accepted.get_json()["job_url"])
     assert done["status"] == "finished", done
-    assert done["progress"].startswith("reading: ")
+    assert done["progress"].startswith("analysing: ")
     analysed = get_json(client, done["trace_url"])
     assert analysed["analysis"]["steps_found"] == 6
     # the same trace answered at once by a service that takes it inline: the same analysis
@@ -125,13 +125,15 @@ def test_a_chunked_upload_past_the_limit_is_413() -> None:
 
 def test_the_child_reports_its_progress_and_keeps_its_analysis(tmp_path: Path) -> None:
     path = tmp_path / "trace.json.gz"
-    path.write_bytes(known_steps(4).gzipped())
+    trace = known_steps(4)
+    path.write_bytes(trace.gzipped())
     heard: list[str] = []
     analysis, trace_id = analyse_bounded(path, Limits(), None, 60, 2**31, heard.append)
     assert analysis["steps_found"] == 4
     assert len(trace_id) == 24
-    assert heard
     assert heard[0].startswith("reading: ")
+    assert "events" in heard[0]
+    assert heard[-1] == f"analysing: {len(trace.events)} events read"
     with pytest.raises(TraceFormatError) as refused:
         analyse_bounded(path, Limits(events=3), None, 60, 2**31)
     assert refused.value.kind == "too-large"
