@@ -143,7 +143,7 @@ class SubmissionStore:
             json.dumps({**s.public(), "batch_rows": len(stored)}, sort_keys=True) + "\n"
             for s in stored
         ).encode()
-        with locked(self.path):
+        with locked(self.path), self._lock:  # other processes, and this one's readers
             index = self._sync()
             self._within_quotas(index, submitted_by, len(stored), len(text), now)
             _append(self.path, text, index.whole)
@@ -201,7 +201,9 @@ class SubmissionStore:
             if checked is None or checked[0] != mark:
                 checked = (mark, 0, [])
             _, done, out = checked
-            out = list(out)
+            if done == len(rows):
+                return out
+            out = list(out)  # a list handed out before stays as it was
             for stored in rows[done:]:
                 found, errors = check_rows(knowledge, [stored.row])
                 if errors:
@@ -290,7 +292,12 @@ def _read_lines(path: Path, data: bytes, index: _Index) -> int:
             first = len(index.rows)
             batch = [s for s, _ in index.pending]
             index.rows.extend(batch)
-            index.batches[stored.batch_id] = (first, len(batch))
+            known = index.batches.get(stored.batch_id)
+            if known is not None and sum(known) == first:  # rows stored a line a batch before
+                first, batch_size = known[0], known[1] + len(batch)
+            else:
+                batch_size = len(batch)
+            index.batches[stored.batch_id] = (first, batch_size)
             for s in batch:
                 index.per_key_day[(s.submitted_by, s.submitted_at[:10])] += 1
             index.pending.clear()

@@ -151,3 +151,23 @@ def test_reading_after_a_new_batch_reads_and_checks_only_that_batch(
     assert get_json(client, "/v1/benchmarks?layer=submitted&page_size=1")["total"] == 3001
     assert checked == [1, 1]  # the new row as sent, then as stored: not the 3,000 before
     assert max(read) == grown  # what was appended, not the file
+
+
+def test_a_batch_stored_before_lines_said_their_batch_is_served_whole(tmp_path: Path) -> None:
+    """Files written before each line carried its batch's size: every row of a batch is
+    still served with it."""
+    app = _app(tmp_path)
+    client = with_key(app.test_client())
+    path = _store(app).path
+    legacy = [
+        {"id": f"old-{i}", "batch_id": "old", "submitted_by": "k", "row": ROW,
+         "submitted_at": "2026-11-30T10:00:00+00:00"}
+        for i in range(3)
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(line) + "\n" for line in legacy), encoding="utf-8")
+    assert [r["id"] for r in get_json(client, "/v1/benchmarks/batches/old")["rows"]] == [
+        "old-0", "old-1", "old-2"
+    ]  # fmt: skip
+    new = client.post("/v1/benchmarks", json=ROW).get_json()
+    assert len(get_json(client, f"/v1/benchmarks/batches/{new['batch_id']}")["rows"]) == 1
+    assert len(get_json(client, "/v1/benchmarks/batches/old")["rows"]) == 3
