@@ -86,7 +86,7 @@ class _CountingReader(io.RawIOBase):
         return n
 
 
-def _chunks(raw: BinaryIO, limits: Limits, stats: StreamStats) -> Iterator[bytes]:
+def chunks(raw: BinaryIO, limits: Limits, stats: StreamStats) -> Iterator[bytes]:
     """Decompressed chunks (gzip detected by its magic bytes), with size and ratio limits."""
     counted = io.BufferedReader(_CountingReader(raw, limits, stats), buffer_size=CHUNK)
     stats.gzipped = counted.peek(2)[:2] == b"\x1f\x8b"
@@ -231,7 +231,7 @@ class TraceStream:
     def __iter__(self) -> Iterator[dict[str, Any]]:
         scanner = _Scanner(self.limits)
         state: _Split | None = None
-        for chunk in _chunks(self.raw, self.limits, self.stats):
+        for chunk in chunks(self.raw, self.limits, self.stats):
             positions, depths = scanner.scan(chunk)
             if state is None:
                 if len(positions) == 0:
