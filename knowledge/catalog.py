@@ -19,6 +19,8 @@ class Knowledge:
 
     ``version`` is the content hash of the data files; ``unresolved`` lists the stored
     benchmark rows whose GPU or workload name resolves to nothing in the catalog.
+    ``networks`` is keyed by offer id (``provider:instance_type``), ``grid`` by
+    (provider, region) with ``*`` rows as fallbacks (see :meth:`grid_intensity`).
     """
 
     version: str
@@ -30,6 +32,11 @@ class Knowledge:
     onprem: dict[str, records.OnpremParameter]
     workloads: dict[str, records.Workload]
     benchmarks: list[records.Benchmark]
+    networks: dict[str, records.InstanceNetwork]
+    providers: dict[str, records.Provider]
+    grid: dict[tuple[str, str], records.GridIntensity]
+    input_rates: dict[str, records.InputRate]
+    server_designs: dict[str, records.ServerDesign]
     unresolved: list[str] = field(default_factory=list)
 
     @cached_property
@@ -63,6 +70,20 @@ class Knowledge:
         except KeyError:
             raise UnknownId("interconnect", ident, _close(ident, self.interconnects)) from None
 
+    def provider(self, ident: str) -> records.Provider:
+        try:
+            return self.providers[ident]
+        except KeyError:
+            raise UnknownId("provider", ident, _close(ident, self.providers)) from None
+
+    def grid_intensity(self, provider: str, region: str) -> records.GridIntensity:
+        """The grid figure of ``region`` of ``provider``; else the provider's ``*`` row; else
+        the ``*,*`` world average (the loader makes sure it is there)."""
+        for key in ((provider, region), (provider, records.ANY), (records.ANY, records.ANY)):
+            if key in self.grid:
+                return self.grid[key]
+        raise UnknownId("grid region", f"{provider}:{region}", [])
+
     def workload(self, name: str) -> records.Workload:
         """A workload by id, alias or model catalog name."""
         key = normalise_name(name)
@@ -94,6 +115,11 @@ class Knowledge:
             "workloads": len(self.workloads),
             "benchmarks": len(self.benchmarks),
             "unresolved_benchmark_rows": len(self.unresolved),
+            "instance_networks": len(self.networks),
+            "providers": len(self.providers),
+            "grid_intensities": len(self.grid),
+            "input_rates": len(self.input_rates),
+            "server_designs": len(self.server_designs),
         }
 
 

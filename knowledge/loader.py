@@ -18,10 +18,17 @@ from typing import Any
 
 from marshmallow import Schema, ValidationError
 
-from knowledge import records
+from knowledge import crosschecks, records
 from knowledge.aliases import AliasConflict, AliasIndex
 from knowledge.benchmark_schemas import BENCHMARK_TABLES
 from knowledge.catalog import Knowledge
+from knowledge.deployment_schemas import (
+    GridIntensitySchema,
+    InputRateSchema,
+    InstanceNetworkSchema,
+    ProviderSchema,
+    ServerDesignSchema,
+)
 from knowledge.errors import KnowledgeFileError, KnowledgeInvalid
 from knowledge.files import FileFormatError, csv_records, yaml_records
 from knowledge.schemas import (
@@ -39,6 +46,11 @@ REQUIRED_FILES = (
     "offer_prices.csv",
     "onprem.yaml",
     "workloads.yaml",
+    crosschecks.NETWORKS_FILE,
+    crosschecks.PROVIDERS_FILE,
+    crosschecks.GRID_FILE,
+    crosschecks.INPUT_RATES_FILE,
+    crosschecks.SERVER_DESIGNS_FILE,
     *BENCHMARK_TABLES,
 )
 
@@ -94,6 +106,11 @@ class _Parsed:
     onprem: Rows = field(default_factory=list)
     workloads: Rows = field(default_factory=list)
     benchmarks: list[tuple[str, str, records.Benchmark]] = field(default_factory=list)
+    networks: Rows = field(default_factory=list)
+    providers: Rows = field(default_factory=list)
+    grid: Rows = field(default_factory=list)
+    input_rates: Rows = field(default_factory=list)
+    server_designs: Rows = field(default_factory=list)
 
 
 class _Build:
@@ -120,6 +137,12 @@ class _Build:
         offers = self._link_offers(parsed, gpus, links)
         benchmarks, unresolved = self._link_benchmarks(parsed, gpu_index, workload_index)
         self._unique("onprem.yaml", parsed.onprem, lambda p: p.id)
+        onprem = {p.id: p for _, p in parsed.onprem}
+        providers = crosschecks.providers(parsed.providers, offers, onprem, self.fail)
+        grid = crosschecks.grid(parsed.grid, providers, offers, self.fail)
+        networks = crosschecks.networks(parsed.networks, offers, self.fail)
+        input_rates = crosschecks.input_rates(parsed.input_rates, self.fail)
+        designs = crosschecks.server_designs(parsed.server_designs, links, onprem, self.fail)
         self.check()
         return Knowledge(
             version=self.version,
@@ -128,9 +151,14 @@ class _Build:
             gpu_index=gpu_index,
             interconnects=links,
             offers=offers,
-            onprem={p.id: p for _, p in parsed.onprem},
+            onprem=onprem,
             workloads={w.id: w for _, w in parsed.workloads},
             benchmarks=benchmarks,
+            networks=networks,
+            providers=providers,
+            grid=grid,
+            input_rates=input_rates,
+            server_designs=designs,
             unresolved=unresolved,
         )
 
@@ -157,6 +185,13 @@ class _Build:
                 for name, schema in BENCHMARK_TABLES.items()
                 for row, b in self._records(self.root / name, schema())
             ],
+            networks=self._records(self.root / crosschecks.NETWORKS_FILE, InstanceNetworkSchema()),
+            providers=self._records(self.root / crosschecks.PROVIDERS_FILE, ProviderSchema()),
+            grid=self._records(self.root / crosschecks.GRID_FILE, GridIntensitySchema()),
+            input_rates=self._records(self.root / crosschecks.INPUT_RATES_FILE, InputRateSchema()),
+            server_designs=self._records(
+                self.root / crosschecks.SERVER_DESIGNS_FILE, ServerDesignSchema()
+            ),
         )
 
     def _rel(self, path: Path) -> str:

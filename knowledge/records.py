@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+ANY = "*"  # grid_intensity.csv: a fallback row for any provider or any region
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,3 +190,104 @@ class Benchmark:
     note: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
     model: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """One sourced figure of a curated record; ``notes`` says where it is an assumption."""
+
+    value: float
+    source: str
+    as_of: dt.date
+    notes: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceNetwork:
+    """An offer's network to the other instances of its job, per direction, all NICs together."""
+
+    provider: str
+    instance_type: str
+    network_gbps: float
+    network_kind: str
+    rdma: bool  # GPU memory reaches the network without the host's TCP stack
+    cluster: bool  # instances of the type can be placed together on this network
+    source: str
+    as_of: dt.date
+    notes: str | None = None
+
+    @property
+    def id(self) -> str:
+        """The offer id (``provider:instance_type``) this row describes."""
+        return f"{self.provider}:{self.instance_type}"
+
+
+@dataclass(frozen=True, slots=True)
+class Provider:
+    """What running a job with one provider costs besides the GPU hours: start-up, billing
+    granularity, interruptions, power overhead and the instance's storage and internet."""
+
+    id: str
+    name: str
+    marketplace: bool  # hosts from many owners, no shared fabric; a host may disappear
+    start_up_s: Fact
+    billing_increment_s: Fact
+    billing_minimum_s: Fact
+    on_demand_interruptions_per_hour: Fact  # per instance
+    spot_interruptions_per_hour: Fact  # per instance (a marketplace: host loss per hour)
+    pue: Fact
+    storage_gb_per_s: Fact
+    internet_gbps: Fact
+    notes: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GridIntensity:
+    """Carbon intensity of the electricity where a provider's region runs.
+
+    ``provider`` or ``region`` is ``*`` in the fallback rows.
+    """
+
+    provider: str
+    region: str
+    g_co2e_per_kwh: float
+    source: str
+    as_of: dt.date
+    notes: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InputRate:
+    """How fast one host vCPU prepares one kind of input for the GPU.
+
+    The ``reserved`` record carries only ``vcpus_per_gpu``: the vCPUs the training process
+    itself takes per GPU. Other records have ``samples_per_s_per_vcpu`` and the size of what
+    is read, per sample or per token.
+    """
+
+    id: str
+    description: str | None
+    samples_per_s_per_vcpu: Fact | None = None
+    bytes_per_sample: Fact | None = None
+    bytes_per_token: Fact | None = None
+    vcpus_per_gpu: Fact | None = None
+    notes: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ServerDesign:
+    """A class of owned server (on premise): GPU slots, form factors, host and network.
+
+    ``network`` is an inter-node interconnect id, ``none`` (the server joins no cluster) or
+    ``reference`` (the GPU generation's reference network, one port per GPU).
+    """
+
+    id: str
+    name: str
+    max_gpus: int
+    form_factors: tuple[str, ...]
+    vcpus: Fact
+    memory_gib: Fact
+    network: str
+    network_ports_per_server: int | None = None
+    notes: str | None = None

@@ -12,9 +12,8 @@ from marshmallow import Schema, ValidationError, fields, post_load, validate, va
 
 from knowledge import records
 
-ID = validate.Regexp(
-    r"^[a-z0-9][a-z0-9.]*(-[a-z0-9.]+)*$", error="must be lowercase and hyphenated"
-)
+ID_PATTERN = r"[a-z0-9][a-z0-9.]*(-[a-z0-9.]+)*"
+ID = validate.Regexp(rf"^{ID_PATTERN}$", error="must be lowercase and hyphenated")
 ARCHITECTURES = (
     "kepler",
     "maxwell",
@@ -58,7 +57,8 @@ BENCHMARK_KINDS = (
 )
 
 
-def _number(low: float, high: float, *, low_inclusive: bool = True, **kw: Any) -> fields.Float:
+def number(low: float, high: float, *, low_inclusive: bool = True, **kw: Any) -> fields.Float:
+    """A float field that must lie in [low, high] (low excluded where ``low_inclusive`` is off)."""
     return fields.Float(
         validate=validate.Range(min=low, max=high, min_inclusive=low_inclusive), **kw
     )
@@ -66,7 +66,7 @@ def _number(low: float, high: float, *, low_inclusive: bool = True, **kw: Any) -
 
 def _rate(**kw: Any) -> fields.Float:
     """A dense peak rate in TFLOPS (TOPS): positive, or null where unsupported."""
-    return _number(0, 20000, low_inclusive=False, allow_none=True, required=True, **kw)
+    return number(0, 20000, low_inclusive=False, allow_none=True, required=True, **kw)
 
 
 def _sources() -> fields.List:
@@ -88,11 +88,11 @@ class GpuSchema(Schema):
     release_year = fields.Integer(required=True, validate=validate.Range(2010, 2030))
     segment = fields.String(required=True, validate=validate.OneOf(SEGMENTS))
     form_factor = fields.String(required=True, validate=validate.OneOf(FORM_FACTORS))
-    memory_gb = _number(1, 1024, required=True)
+    memory_gb = number(1, 1024, required=True)
     memory_type = fields.String(required=True, validate=validate.OneOf(MEMORY_TYPES))
-    memory_bandwidth_gb_per_s = _number(10, 50000, required=True)
+    memory_bandwidth_gb_per_s = number(10, 50000, required=True)
     fp64_tflops = _rate()
-    fp32_tflops = _number(0, 20000, low_inclusive=False, required=True)
+    fp32_tflops = number(0, 20000, low_inclusive=False, required=True)
     tf32_tflops = _rate()
     bf16_tflops = _rate()
     fp16_tflops = _rate()
@@ -101,11 +101,11 @@ class GpuSchema(Schema):
     int8_tops = _rate()
     tensor_cores = fields.Integer(required=True, validate=validate.Range(0, 10000))
     sm_count = fields.Integer(required=True, validate=validate.Range(1, 1000))
-    boost_clock_mhz = _number(100, 5000, required=True)
-    l2_cache_mb = _number(0, 1024, required=True)
+    boost_clock_mhz = number(100, 5000, required=True)
+    l2_cache_mb = number(0, 1024, required=True)
     ecc = fields.Boolean(required=True)
-    tdp_w = _number(5, 3000, required=True)
-    nvlink_bandwidth_gb_per_s = _number(0, 10000, required=True)
+    tdp_w = number(5, 3000, required=True)
+    nvlink_bandwidth_gb_per_s = number(0, 10000, required=True)
     gpu_link = fields.String(required=True, allow_none=True, validate=ID)
     pcie_generation = fields.Integer(required=True, validate=validate.Range(1, 6))
     pcie_lanes = fields.Integer(required=True, validate=validate.OneOf([1, 2, 4, 8, 16]))
@@ -114,7 +114,7 @@ class GpuSchema(Schema):
         required=True, validate=validate.OneOf(["passive", "blower", "open-air", "liquid"])
     )
     datacenter_use_allowed = fields.Boolean(required=True)
-    price_usd = _number(0, 1_000_000, low_inclusive=False, required=True, allow_none=True)
+    price_usd = number(0, 1_000_000, low_inclusive=False, required=True, allow_none=True)
     price_kind = fields.String(
         required=True,
         allow_none=True,
@@ -176,8 +176,8 @@ class InterconnectSchema(Schema):
     )
     name = fields.String(required=True)
     scope = fields.String(required=True, validate=validate.OneOf(SCOPES))
-    bandwidth_gb_per_s_per_direction = _number(0, 10000, low_inclusive=False, required=True)
-    latency_us = _number(0, 1000, low_inclusive=False, required=True)
+    bandwidth_gb_per_s_per_direction = number(0, 10000, low_inclusive=False, required=True)
+    latency_us = number(0, 1000, low_inclusive=False, required=True)
     sources = _sources()
     as_of = fields.Date(required=True)
     notes = fields.String(load_default=None)
@@ -196,9 +196,9 @@ class OfferSchema(Schema):
     provider = fields.String(required=True, validate=ID)
     instance_type = fields.String(required=True, validate=validate.Length(min=1))
     gpu_id = fields.String(required=True, validate=ID)
-    gpu_count = _number(0, 1024, low_inclusive=False, required=True)
+    gpu_count = number(0, 1024, low_inclusive=False, required=True)
     vcpus = fields.Integer(required=True, validate=validate.Range(1, 10000))
-    memory_gib = _number(0, 100000, low_inclusive=False, required=True)
+    memory_gib = number(0, 100000, low_inclusive=False, required=True)
     interconnect = fields.String(required=True, allow_none=True, validate=ID)
     catalog_date = fields.Date(required=True)
     source = fields.String(required=True, validate=validate.Length(min=3))
@@ -213,16 +213,16 @@ class OfferPriceSchema(Schema):
     provider = fields.String(required=True, validate=ID)
     instance_type = fields.String(required=True, validate=validate.Length(min=1))
     region = fields.String(required=True, validate=validate.Length(min=1))
-    on_demand_usd_per_hour = _number(0, 10000, low_inclusive=False, required=True)
-    spot_usd_per_hour = _number(0, 10000, low_inclusive=False, required=True, allow_none=True)
-    reserved_usd_per_hour = _number(0, 10000, low_inclusive=False, required=True, allow_none=True)
+    on_demand_usd_per_hour = number(0, 10000, low_inclusive=False, required=True)
+    spot_usd_per_hour = number(0, 10000, low_inclusive=False, required=True, allow_none=True)
+    reserved_usd_per_hour = number(0, 10000, low_inclusive=False, required=True, allow_none=True)
     catalog_date = fields.Date(required=True)
     source = fields.String(required=True, validate=validate.Length(min=3))
 
 
 class OnpremParameterSchema(Schema):
     id = fields.String(required=True, validate=validate.Regexp(r"^[a-z0-9_.]+$"))
-    value = _number(0, 1e9, required=True)
+    value = number(0, 1e9, required=True)
     unit = fields.String(required=True, validate=validate.Length(min=1))
     description = fields.String(required=True)
     source = fields.String(required=True, validate=validate.Length(min=3))

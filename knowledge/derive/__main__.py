@@ -6,10 +6,21 @@ import argparse
 import sys
 from pathlib import Path
 
-from knowledge.derive import Derived, benchmarks, default_shared_root, offers, render_csv
+from knowledge.derive import (
+    Derived,
+    benchmarks,
+    default_shared_root,
+    networks,
+    offers,
+    render_csv,
+)
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-DERIVATIONS = {"offers": offers.derive, "benchmarks": benchmarks.derive}
+DERIVATIONS = {
+    "offers": offers.derive,
+    "benchmarks": benchmarks.derive,
+    "networks": networks.derive,
+}
 
 
 def run(shared: Path, check: bool, out: Path = DATA) -> int:

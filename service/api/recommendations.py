@@ -9,18 +9,24 @@ from typing import Any
 
 from flask import Response, current_app, g, request
 from flask.views import MethodView
-from marshmallow import Schema, ValidationError, fields, validate, validates_schema
+from marshmallow import Schema, ValidationError, fields, post_load, validate, validates_schema
 
 from profiles.workload import WorkloadSchema
 from service.api.base import Blueprint, schema_instance
 from service.api.lookups import gpu_filter
 from service.api.plans import layout_options
 from service.api.profiles import MODEL_DESCRIPTION
+from service.api.recommendation_schemas import (
+    AdviceSchema,
+    ExcludedSchema,
+    RecommendedSchema,
+)
 from service.engine import cost, rank
 from service.engine.errors import NotFound
 from service.engine.parallel import STACKS
+from service.engine.requests import Constraints, RecommendationRequest, UsageAsked
 from service.engine.rules import SYMBOLS, rulebook
-from service.state import estimates_for, state
+from service.state import state
 
 blp = Blueprint(
     "recommendations", __name__, url_prefix="/v1", description="Recommendations and cost"
@@ -58,6 +64,10 @@ class UsageSchema(Schema):
         load_default=False, metadata={"description": "checkpointed work that may run on spot"}
     )
 
+    @post_load
+    def _typed(self, data: dict[str, Any], **_: Any) -> UsageAsked:
+        return UsageAsked(**data)
+
 
 class ConstraintsSchema(Schema):
     budget_capital_usd = _money("the most to spend buying (on-premise)")
@@ -68,6 +78,16 @@ class ConstraintsSchema(Schema):
     regions = fields.List(fields.String(), validate=validate.Length(max=50))
     deployment = fields.String(load_default="any", validate=validate.OneOf(rank.DEPLOYMENTS))
     max_server_power_kw = fields.Float(validate=validate.Range(min=0, min_inclusive=False, max=1e3))
+    max_kg_co2e = fields.Float(
+        validate=validate.Range(min=0, min_inclusive=False, max=1e9),
+        metadata={"description": "the most one job may emit, kg CO2e"},
+    )
+
+    @post_load
+    def _typed(self, data: dict[str, Any], **_: Any) -> Constraints:
+        for name in ("providers", "regions"):
+            data[name] = tuple(data.get(name) or ())
+        return Constraints(**data)
 
 
 def _onprem_overrides() -> fields.Dict:
@@ -87,11 +107,22 @@ class RecommendationRequestSchema(Schema):
         validate=validate.Range(1, 1024), metadata={"description": "a trace's GPU count"}
     )
     objective = fields.String(load_default="best_value", validate=validate.OneOf(rank.OBJECTIVES))
-    constraints = fields.Nested(ConstraintsSchema, load_default=dict)
-    usage = fields.Nested(UsageSchema, load_default=dict)
+    constraints = fields.Nested(ConstraintsSchema, load_default=Constraints)
+    usage = fields.Nested(UsageSchema, load_default=UsageAsked)
     onprem = _onprem_overrides()
     stack = fields.String(load_default="pytorch", validate=validate.OneOf(STACKS))
-    gpus_per_node = fields.Integer(load_default=8, validate=validate.Range(1, 16))
+    value_of_time_usd_per_hour = fields.Float(
+        load_default=0.0,
+        validate=validate.Range(min=0, max=1e7),
+        metadata={"description": "what an hour of waiting for the result costs the team: "
+                  "added to each candidate's cost per hour of its job (best_value, cheapest)"},
+    )
+    tie_breaker = fields.String(
+        load_default="footprint",
+        validate=validate.OneOf(rank.TIE_BREAKERS),
+        metadata={"description": "among candidates within 5% of the best score: footprint "
+                  "(fewer instances, GPUs, then the shorter job), carbon or time"},
+    )
     global_batch_size = fields.Integer(validate=validate.Range(1, 10_000_000))
     weight_precision = layout_options()["weight_precision"]
     kv_precision = layout_options()["kv_precision"]
@@ -109,26 +140,28 @@ class RecommendationRequestSchema(Schema):
             if missing:
                 raise ValidationError("required (or give profile_id or trace_id)", missing[0])
 
+    @post_load
+    def _typed(self, data: dict[str, Any], **_: Any) -> RecommendationRequest:
+        return RecommendationRequest(**data)
+
 
 class RecommendationSchema(Schema):
-    id = fields.String()
+    id = fields.String(metadata={"description": "stable: the same request on the same knowledge"})
     objective = fields.String()
-    recommendations = fields.List(
-        fields.Dict(),
-        metadata={
-            "description": "ranked: rank, gpu, count, vram_gb, layout, interconnect, "
-            "deployment, offer, estimate, cost, reasons (rule, effect, message, source), pareto"
-        },
+    recommendations = fields.List(fields.Nested(RecommendedSchema))
+    why_first = fields.String(
+        allow_none=True, metadata={"description": "why the first answer beat the runner-up"}
     )
     candidates_total = fields.Integer()
-    excluded = fields.List(fields.Dict(), metadata={"description": "gpu and reasons"})
-    advice = fields.List(fields.Dict(), metadata={"description": "software fixes first"})
+    excluded = fields.List(fields.Nested(ExcludedSchema), metadata={"description": "by GPU"})
+    advice = fields.List(fields.Nested(AdviceSchema), metadata={"description": "fixes first"})
     summary = fields.String(metadata={"description": "markdown, at most 1,200 characters"})
     assumptions = fields.List(fields.String())
     knowledge_version = fields.String()
     rules_version = fields.String(metadata={"description": "digest of knowledge/rules"})
     created_at = fields.String()
-    request = fields.Dict(metadata={"description": "the request as it was answered"})
+    request = fields.Dict(metadata={"description": "the request as it was sent (see the "
+                                    "request schema)"})
 
 
 @blp.route("/recommendations")
@@ -138,11 +171,11 @@ class Recommendations(MethodView):
     @blp.problem(404)
     @blp.problem(422)
     @blp.problem(503)
-    def post(self, body: dict[str, Any]) -> Response:
+    def post(self, body: RecommendationRequest) -> Response:
         """Rank GPUs, counts, layouts and deployments for a workload, with costs and reasons"""
         st = state()
         raw = request.get_json()  # as sent: what the id hashes and the answer cites
-        service = estimates_for(body)
+        service = st.layers.service(body.submitted_benchmarks)
         ident = rank.request_id(raw, f"{service.knowledge.version}:{rulebook().digest}")
         hit = st.cache.get(PREFIX + ident)
         if hit is not None:  # the answer as first given, sent as stored

@@ -16,6 +16,7 @@ from typing import Any
 from knowledge import Knowledge
 from knowledge.records import Gpu, Offer, OfferPrice
 from service.engine.errors import InvalidRequest
+from service.engine.requests import UsageAsked
 
 HOURS_PER_MONTH = 730.0
 GPUS_PER_SERVER = 8
@@ -85,26 +86,26 @@ class Usage:
         return self.gpu_hours_per_month * share
 
 
-def usage_from(body: Mapping[str, Any], job_gpu_hours: float | None) -> Usage:
+def usage_from(asked: UsageAsked, job_gpu_hours: float | None) -> Usage:
     """The usage a request states: GPU-hours a month, or runs a month of a job of
     ``job_gpu_hours``; with neither, one run a month (the job must then be known)."""
-    hours = body.get("gpu_hours_per_month")
+    hours = asked.gpu_hours_per_month
     if hours is None:
         if job_gpu_hours is None:
-            what = "runs_per_month needs a job of known length" if "runs_per_month" in body else ""
+            what = "runs_per_month needs a job of known length" if asked.runs_per_month else ""
             raise InvalidRequest(
                 "usage.gpu_hours_per_month",
                 "give gpu_hours_per_month or runs_per_month" + (f" ({what})" if what else ""),
             )
-        runs = body.get("runs_per_month")
+        runs = asked.runs_per_month
         hours = (1.0 if runs is None else float(runs)) * job_gpu_hours
     return Usage(
         gpu_hours_per_month=float(hours),
-        horizon_months=int(body.get("horizon_months") or 36),
-        pattern=body.get("pattern") or "steady",
-        peak_to_average=float(body.get("peak_to_average") or 1.0),
-        interruptible=bool(body.get("interruptible")),
-        baseline_share=body.get("baseline_share"),
+        horizon_months=int(asked.horizon_months or 36),
+        pattern=asked.pattern or "steady",
+        peak_to_average=float(asked.peak_to_average or 1.0),
+        interruptible=bool(asked.interruptible),
+        baseline_share=asked.baseline_share,
     )
 
 

@@ -29,9 +29,11 @@ from typing import Any
 
 from knowledge import Knowledge
 from knowledge.records import Gpu
-from service.engine import cost, deadline
+from service.engine import cost, deadline, deployment, job
+from service.engine.deployment import Site
 from service.engine.errors import InvalidRequest, NotFound
 from service.engine.estimate import USABLE_MEMORY_SHARE
+from service.engine.job import Energy, JobTime, Sizes
 from service.engine.layout import Layout, LayoutMemory, ModelShape
 from service.engine.parallel import (
     Network,
@@ -44,6 +46,7 @@ from service.engine.parallel import (
     work,
 )
 from service.engine.plans import served_alone
+from service.engine.requests import Constraints, RecommendationRequest, UsageAsked
 from service.engine.roofline import MathMode, math_mode
 from service.engine.rules import Fired, RuleBook, rulebook
 from service.engine.service import EstimateService
@@ -68,7 +71,7 @@ class Candidate:
     planned: Planned | None  # None for a traced step
     step_s: float
     samples_per_s: float
-    job_hours: float | None
+    job_hours: float | None  # the whole job's wall-clock hours, when the workload has one
     hours_per_unit: float  # wall-clock hours per unit of work
     deployment: str
     pricing: str
@@ -77,6 +80,13 @@ class Candidate:
     monthly_usd: float
     horizon_usd: float
     usd_per_gpu_hour: float
+    cost_per_unit_usd: float  # what one unit of work (the job) costs, as billed
+    site: Site
+    instances: int
+    job: JobTime
+    energy: Energy
+    region: str | None = None
+    bound: str = "compute"
     offer: cost.CloudCost | None = None
     onprem: cost.OnPremCost | None = None
     usage: cost.Usage | None = None
@@ -87,44 +97,63 @@ class Candidate:
 
     @property
     def unit_cost_usd(self) -> float:
-        return self.hours_per_unit * self.count * self.usd_per_gpu_hour
+        return self.cost_per_unit_usd
 
     @property
     def penalty(self) -> float:
         factors = [f.rule.factor or 1.0 for f in self.fired if f.rule.effect == "penalise"]
         return math.prod(factors)
 
-    def score(self, objective: str) -> tuple[float, float]:
+    def score(self, objective: str, time_value: float = 0.0) -> tuple[float, float]:
+        """The objective's figure (lower is better), penalties applied, and a tie-break;
+        ``time_value``: what an hour of waiting for the result costs the team (USD)."""
         if objective == "fastest":
             return self.hours_per_unit * self.penalty, self.unit_cost_usd
+        waiting = time_value * self.hours_per_unit
         if objective == "cheapest":
-            return self.horizon_usd * self.penalty, self.hours_per_unit
-        return self.unit_cost_usd * self.penalty, self.hours_per_unit
+            return (self.horizon_usd + waiting) * self.penalty, self.hours_per_unit
+        return (self.unit_cost_usd + waiting) * self.penalty, self.hours_per_unit
 
 
 @dataclass(frozen=True)
 class Setting:
     """What every candidate of one request shares."""
 
-    body: Mapping[str, Any]
-    objective: str
-    constraints: Mapping[str, Any]
-    usage: Mapping[str, Any]
+    request: RecommendationRequest
     precision: str
     traced: bool
     input_idle_share: float
     model_params_b: float | None
     task: str
+    feed: Feed = field(default_factory=lambda: Feed(Sizes(0.0, 0.0, 0.0), "traced", None, 1.0))
+
+    @property
+    def objective(self) -> str:
+        return self.request.objective
+
+    @property
+    def constraints(self) -> Constraints:
+        return self.request.constraints
+
+    @property
+    def usage(self) -> UsageAsked:
+        return self.request.usage
+
+    @property
+    def time_value(self) -> float:
+        return self.request.value_of_time_usd_per_hour
 
 
-def _setting(body: Mapping[str, Any], precision: str, task: str, params_b: float | None,
-             traced: bool = False, input_idle: float = 0.0) -> Setting:  # fmt: skip
-    objective = body.get("objective") or "best_value"
-    if objective not in OBJECTIVES:
-        raise InvalidRequest("objective", f"one of {', '.join(OBJECTIVES)}", objective)
-    constraints = body.get("constraints") or {}
-    return Setting(body, objective, constraints, body.get("usage") or {}, precision, traced,
-                   input_idle, params_b, task)  # fmt: skip
+def _setting(request: RecommendationRequest, precision: str, task: str,
+             params_b: float | None, traced: bool = False,
+             input_idle: float = 0.0) -> Setting:  # fmt: skip
+    checks = (("objective", request.objective, OBJECTIVES),
+              ("tie_breaker", request.tie_breaker, TIE_BREAKERS),
+              ("constraints.deployment", request.constraints.deployment, DEPLOYMENTS))  # fmt: skip
+    for name, value, known in checks:
+        if value not in known:
+            raise InvalidRequest(name, f"one of {', '.join(known)}", value)
+    return Setting(request, precision, traced, input_idle, params_b, task)
 
 
 def _request_symbols(s: Setting) -> dict[str, Any]:
@@ -136,16 +165,17 @@ def _request_symbols(s: Setting) -> dict[str, Any]:
         "model_params_b": s.model_params_b,
         "traced": s.traced,
         "input_idle_share": s.input_idle_share,
-        "pattern": u.get("pattern") or "steady",
-        "interruptible": bool(u.get("interruptible")),
-        "gpu_hours_per_month": u.get("gpu_hours_per_month"),
-        "horizon_months": float(u.get("horizon_months") or 36),
-        "budget_capital_usd": c.get("budget_capital_usd"),
-        "budget_monthly_usd": c.get("budget_monthly_usd"),
-        "deadline_hours": c.get("deadline_hours"),
-        "max_gpus": c.get("max_gpus"),
-        "max_server_power_kw": c.get("max_server_power_kw"),
-        "deployment_allowed": c.get("deployment") or "any",
+        "pattern": u.pattern,
+        "interruptible": u.interruptible,
+        "gpu_hours_per_month": u.gpu_hours_per_month,
+        "horizon_months": float(u.horizon_months),
+        "budget_capital_usd": c.budget_capital_usd,
+        "budget_monthly_usd": c.budget_monthly_usd,
+        "deadline_hours": c.deadline_hours,
+        "max_kg_co2e": c.max_kg_co2e,
+        "max_gpus": float(c.max_gpus) if c.max_gpus is not None else None,
+        "max_server_power_kw": c.max_server_power_kw,
+        "deployment_allowed": c.deployment,
     }
 
 
@@ -157,7 +187,7 @@ def _gpu_symbols(gpu: Gpu) -> dict[str, Any]:
         "gpu_segment": gpu.segment,
         "gpu_cooling": gpu.cooling,
         "gpu_release_year": float(gpu.release_year),
-        "gpu_memory_gb": float(gpu.memory_gb),
+        "gpu_memory_gib": float(gpu.memory_gb),
         "gpu_ecc": gpu.ecc,
         "gpu_tdp_w": float(gpu.tdp_w),
         "gpu_tensor_cores": gpu.tensor_cores > 0,
@@ -194,8 +224,8 @@ class Served:
 
 @dataclass(frozen=True)
 class Run:
-    """A GPU at a count: its layout and speed, before any deployment (``step_s``: a training
-    step, or one request's latency when serving)."""
+    """A GPU at a count on the sites that share one topology: its layout and speed there
+    (``step_s``: a training step, or one request's latency when serving)."""
 
     gpu: Gpu
     count: int
@@ -204,6 +234,7 @@ class Run:
     samples_per_s: float
     job_samples: float | None
     served: Served | None = None
+    sites: tuple[Site, ...] = ()
 
 
 def _with_modes(
@@ -221,55 +252,97 @@ def _with_modes(
     return out
 
 
+def _gpu_sites(service: EstimateService, s: Setting, gpu: Gpu) -> list[Site]:
+    """Where ``gpu`` can run under the request's constraints: its offers and designs."""
+    c = s.constraints
+    priced = bool(gpu.price_usd or "gpu_price_usd" in s.request.onprem)
+    return deployment.sites(service.knowledge, gpu, c.deployment, c.providers, priced)
+
+
+def _counts(max_gpus: int, group: Sequence[Site]) -> list[int]:
+    """The GPU counts a topology is planned at: each power of two, and each power-of-two
+    multiple of its instance's GPUs, that one of its sites is taken at."""
+    per = group[0].gpus_per_instance
+    found = {2**k for k in range(11)} | {per * 2**k for k in range(11)}
+    return sorted(n for n in found if n <= max_gpus and any(x.admits(n) for x in group))
+
+
+def _no_site(gpu: Gpu, s: Setting) -> dict[str, Any]:
+    allowed = s.constraints.deployment
+    why = (
+        "no catalog price to buy it"
+        if allowed == "on-premise"
+        else ("no cloud offer" + ("" if allowed == "cloud" else " and no catalog price"))
+    )
+    return {"gpu": gpu.id, "reasons": [_reason(
+        "no-price", f"{gpu.name}: {why} matches the request", "knowledge/data")]}  # fmt: skip
+
+
 def _described_runs(
-    service: EstimateService, body: Mapping[str, Any],
+    service: EstimateService, s: Setting,
     profile: StepProfile, shape: ModelShape | None, gpus: Sequence[Gpu], max_gpus: int,
     excluded: list[dict[str, Any]],
 ) -> list[Run]:  # fmt: skip
-    """Each GPU's smallest fitting count (and each power of two above it up to ``max_gpus``)
-    with the planner's fastest layout there, for ``profile`` (of the model ``shape``)."""
+    """For each GPU and each topology its offers and server designs have (GPUs per instance,
+    the link inside, the network between), the planner's fastest layout on that topology at
+    each count its sites are taken at, up to ``max_gpus``, for ``profile`` (of ``shape``)."""
     model = service._built_model()
-    stack = body.get("stack") or "pytorch"
+    stack = s.request.stack
     profile = stacked(profile, shape, stack)
     job = profile.dataset_steps * profile.samples_per_step if profile.dataset_steps else None
-    per_node = int(body.get("gpus_per_node") or 8)
-    batch = body.get("global_batch_size")
-    tables: dict[int, list[tuple[Layout, LayoutMemory]]] = {}  # one per count, for every GPU
+    batch = s.request.global_batch_size
+    tables: dict[tuple[int, int, bool], list[tuple[Layout, LayoutMemory]]] = {}  # every GPU
 
-    def sized(n: int) -> list[tuple[Layout, LayoutMemory]]:
-        if n not in tables:
-            tables[n] = sized_at(n, profile, shape, per_node, batch)
-        return tables[n]
+    def sized(n: int, per_node: int, p2p: bool) -> list[tuple[Layout, LayoutMemory]]:
+        """Every layout of ``n`` GPUs in instances of ``per_node``; without peer-to-peer
+        between them, none that splits a layer or a sequence (tensor and context
+        parallelism exchange activations inside every layer: NCCL needs P2P for them)."""
+        if (n, per_node, p2p) not in tables:
+            table = sized_at(n, profile, shape, per_node, batch) if p2p else [
+                x for x in sized(n, per_node, True)
+                if x[0].tensor_parallel == 1 and x[0].context_parallel == 1
+            ]  # fmt: skip
+            tables[n, per_node, p2p] = table
+        return tables[n, per_node, p2p]
 
     runs = []
     for gpu, mode in _with_modes(gpus, profile.precision, excluded):
         deadline.check()
+        found_sites = _gpu_sites(service, s, gpu)
+        if not found_sites:
+            excluded.append(_no_site(gpu, s))
+            continue
         done = work(profile, gpu, mode, stack, model.step_model)
-        net = network(service.knowledge, gpu, per_node)
         usable = gpu.memory_gb * 2**30 * USABLE_MEMORY_SHARE
-
-        def fastest(n: int) -> Planned | None:
-            return fastest_fitting(profile, shape, done, net, mode, usable, sized(n))  # noqa: B023
-
-        def fits(n: int) -> bool:
-            table = sized(n)
-            return bool(table) and table[0][1].total_bytes <= usable  # noqa: B023
-
-        smallest = 1
-        while not fits(smallest) and smallest * 2 <= max_gpus:
-            smallest *= 2
-        best = fastest(smallest) if fits(smallest) else None
-        if best is None:
+        groups: dict[tuple[Any, ...], list[Site]] = {}
+        for site in found_sites:
+            groups.setdefault(site.topology, []).append(site)
+        planned, split_only = 0, False
+        for group in groups.values():
+            net = group[0].network
+            for n in _counts(max_gpus, group):
+                table = sized(n, net.gpus_per_node, net.intra.p2p)
+                if not table or table[0][1].total_bytes > usable:
+                    whole = sized(n, net.gpus_per_node, True)
+                    split_only |= bool(whole) and whole[0][1].total_bytes <= usable
+                    continue
+                found = fastest_fitting(profile, shape, done, net, mode, usable, table)
+                if found is None:
+                    continue
+                planned += 1
+                here = tuple(x for x in group if x.admits(n))
+                runs.append(Run(gpu, n, found, found.step.step_s, found.step.samples_per_s,
+                                job, None, here))  # fmt: skip
+        if not planned and split_only:
+            excluded.append({"gpu": gpu.id, "reasons": [_reason(
+                "tensor-parallel-needs-p2p", f"fits {gpu.memory_gb:g} GB GPUs only with its "
+                "layers split over GPUs (tensor or context parallelism), which needs "
+                f"peer-to-peer transfers that {gpu.name} does not do", PLANNER)]})  # fmt: skip
+        elif not planned:
             excluded.append({"gpu": gpu.id, "reasons": [_reason(
                 "memory-fit", f"does not fit {gpu.memory_gb:g} GB GPUs under any layout up "
-                f"to {max_gpus} GPUs", PLANNER)]})  # fmt: skip
-            continue
-        counts = [smallest * 2**k for k in range(11) if smallest * 2**k <= max_gpus]
-        for n in counts:  # each power of two from the smallest up to max_gpus
-            found = best if n == smallest else fastest(n)
-            if found is not None:
-                step = found.step
-                runs.append(Run(gpu, n, found, step.step_s, step.samples_per_s, job))
+                f"to {max_gpus} GPUs on any of its offers or server designs (tensor "
+                "parallelism stays inside an instance)", PLANNER)]})  # fmt: skip
     return runs
 
 
@@ -279,19 +352,20 @@ _runs_lock = threading.Lock()
 
 
 def _kept_runs(
-    service: EstimateService, body: Mapping[str, Any],
+    service: EstimateService, s: Setting,
     profile: StepProfile, shape: ModelShape | None, gpus: Sequence[Gpu], max_gpus: int,
     excluded: list[dict[str, Any]],
 ) -> list[Run]:  # fmt: skip
-    """:func:`_described_runs`, kept for the same profile, GPUs and layout options: a
-    request that changes only its budget, objective or usage reuses the layout search
-    (two thirds of a recommendation's time)."""
+    """:func:`_described_runs`, kept for the same profile, GPUs, sites and layout options:
+    a request that changes only its budget, objective or usage reuses the layout search
+    (most of a recommendation's time)."""
     if not profile.profile_id:
-        return _described_runs(service, body, profile, shape, gpus, max_gpus, excluded)
+        return _described_runs(service, s, profile, shape, gpus, max_gpus, excluded)
+    r, c = s.request, s.constraints
     key = (
         service.knowledge.version, profile.profile_id, tuple(g.id for g in gpus), max_gpus,
-        body.get("stack") or "pytorch", int(body.get("gpus_per_node") or 8),
-        body.get("global_batch_size"),
+        r.stack, r.global_batch_size, c.deployment, tuple(sorted(c.providers)),
+        "gpu_price_usd" in r.onprem,
     )  # fmt: skip
     with _runs_lock:
         found = _runs.get(key)
@@ -299,7 +373,7 @@ def _kept_runs(
             _runs.move_to_end(key)
     if found is None:
         mine: list[dict[str, Any]] = []
-        found = (_described_runs(service, body, profile, shape, gpus, max_gpus, mine), mine)
+        found = (_described_runs(service, s, profile, shape, gpus, max_gpus, mine), mine)
         with _runs_lock:
             _runs[key] = found
             while len(_runs) > RUNS_KEPT:
@@ -309,44 +383,54 @@ def _kept_runs(
 
 
 def _serving_runs(
-    service: EstimateService, body: Mapping[str, Any], profile: StepProfile,
+    service: EstimateService, s: Setting, profile: StepProfile,
     shape: ModelShape | None, gpus: Sequence[Gpu], max_gpus: int,
     excluded: list[dict[str, Any]],
 ) -> list[Run]:  # fmt: skip
     """Inference: each GPU's smallest group that serves the model (the fewest tensor-parallel
-    GPUs whose memory holds the weights and a sequence's KV cache for a generative model,
-    one GPU otherwise), as one, two and four replicas within ``max_gpus``. A sample is a
-    request; a group's rate is at the most sequences its memory decodes together."""
-    per_node = int(body.get("gpus_per_node") or 8)
+    GPUs inside one of its instances whose memory holds the weights and a sequence's KV
+    cache for a generative model, one GPU otherwise), as one, two, four and eight replicas
+    within ``max_gpus``. A sample is a request; a group's rate is at the most sequences its
+    memory decodes together. Replicas share no traffic: they may sit on separate instances."""
     job = profile.dataset_steps * profile.samples_per_step if profile.dataset_steps else None
     runs = []
     for gpu, mode in _with_modes(gpus, profile.precision, excluded):
         deadline.check()
+        found_sites = _gpu_sites(service, s, gpu)
+        if not found_sites:
+            excluded.append(_no_site(gpu, s))
+            continue
+        per_node = max(x.gpus_per_instance for x in found_sites)
         usable = gpu.memory_gb * 2**30 * USABLE_MEMORY_SHARE
         if profile.output_tokens:
             net = network(service.knowledge, gpu, per_node)
-            found = _decoding(service, body, profile, shape, gpu, mode, net, usable, max_gpus)
+            found = _decoding(service, s.request, profile, shape, gpu, mode, net, usable, max_gpus)
         else:
             found = _one_gpu_serving(service, profile, gpu)
         if found is None:
             excluded.append({"gpu": gpu.id, "reasons": [_reason(
                 "memory-fit", f"does not fit {gpu.memory_gb:g} GB GPUs for serving up to "
-                f"{min(max_gpus, per_node)} GPUs a replica", PLANNER)]})  # fmt: skip
+                f"{min(max_gpus, per_node)} GPUs a replica (its largest instance or "
+                "server)", PLANNER)]})  # fmt: skip
             continue
         group, rate, latency, served = found
-        for replicas in (1, 2, 4):
+        for replicas in (1, 2, 4, 8):
             n = group * replicas
             if n > max_gpus:
                 break
+            here = tuple(x for x in found_sites if x.gpus_per_instance >= group
+                         and (x.admits(n) or n < x.gpus_per_instance))  # fmt: skip
+            if not here:
+                continue
             layout = {**served.layout, "data_parallel": replicas}
             figures = {**served.figures, "requests_per_s": rate * replicas}
             runs.append(Run(gpu, n, None, latency, rate * replicas, job,
-                            replace(served, layout=layout, figures=figures)))  # fmt: skip
+                            replace(served, layout=layout, figures=figures), here))  # fmt: skip
     return runs
 
 
 def _decoding(
-    service: EstimateService, body: Mapping[str, Any], profile: StepProfile,
+    service: EstimateService, request: RecommendationRequest, profile: StepProfile,
     shape: ModelShape | None, gpu: Gpu, mode: MathMode, net: Network, usable: float,
     max_gpus: int,
 ) -> tuple[int, float, float, Served] | None:  # fmt: skip
@@ -355,15 +439,15 @@ def _decoding(
     latency, and how it serves. Each sequence's prefill (the profile's over its batch) runs
     alone; its output tokens are decoded with the others'."""
     step_model = service._built_model().step_model
-    stack = body.get("stack") or "pytorch"
-    wanted = body.get("concurrency") or 1
+    stack = request.stack
+    wanted = request.concurrency or 1
     degrees = [1] if shape is None else [
         t for t in (1, 2, 4, 8) if t <= min(net.gpus_per_node, max_gpus) and shape.heads % t == 0
     ]  # fmt: skip
     for t in degrees:
         x = layout_inference(profile, shape, gpu, mode, step_model, net, t, stack, usable,
-                             body.get("weight_precision"), body.get("kv_precision"),
-                             body.get("concurrency"))  # fmt: skip
+                             request.weight_precision, request.kv_precision,
+                             request.concurrency)  # fmt: skip
         if x.max_concurrency < wanted:
             continue
         c, output = x.concurrency, float(profile.output_tokens or 0)
@@ -401,12 +485,12 @@ def _one_gpu_serving(
 
 
 def _traced_runs(
-    service: EstimateService, body: Mapping[str, Any], record: dict[str, Any],
+    service: EstimateService, s: Setting, record: dict[str, Any],
     gpus: Sequence[Gpu], excluded: list[dict[str, Any]],
 ) -> list[Run]:  # fmt: skip
     """The traced step of ``record`` projected onto each GPU at the trace's count; a GPU
     with less memory than the reference is left out (the trace does not say what fits)."""
-    count = int(body.get("count") or 1)
+    count = int(s.request.count or 1)
     found = service.traces.projections(record, [g.id for g in gpus], count, None)
     ref = service.knowledge.gpu(found["reference_gpu_id"])
     batch = record["options"].get("batch_size") or 1
@@ -417,51 +501,188 @@ def _traced_runs(
                 "memory-fit", f"{gpu.memory_gb:g} GB is less than the reference "
                 f"{ref.name}'s {ref.memory_gb:g} GB the trace ran on", "the trace")]})  # fmt: skip
             continue
+        here = tuple(x for x in _gpu_sites(service, s, gpu)
+                     if x.admits(count) or count < x.gpus_per_instance)  # fmt: skip
+        if not here:
+            excluded.append(_no_site(gpu, s))
+            continue
         step = projection["step_time_us"] / 1e6
-        runs.append(Run(gpu, count, None, step, batch * count / step, None))
+        runs.append(Run(gpu, count, None, step, batch * count / step, None, None, here))
     return runs
+
+
+@dataclass(frozen=True)
+class Feed:
+    """What a job moves besides its steps, and how fast one vCPU prepares its samples."""
+
+    sizes: Sizes
+    input_kind: str
+    samples_per_s_per_vcpu: float | None  # None: not bounded by the host
+    reserved_vcpus_per_gpu: float
+
+
+def _feed(knowledge: Knowledge, raw: Mapping[str, Any] | None, profile: StepProfile | None) -> Feed:
+    """The job's dataset, download and checkpoint sizes and its input kind: images when the
+    model takes an image size, token sequences when it takes a sequence length."""
+    reserved = knowledge.input_rates.get("reserved")
+    spare = float(reserved.vcpus_per_gpu.value) if reserved and reserved.vcpus_per_gpu else 1.0
+    if raw is None or profile is None:
+        return Feed(Sizes(0.0, 0.0, 0.0), "traced", None, spare)
+    workload = raw.get("workload") or {}
+    kind = "image" if profile.image_size and not profile.seq_len else (
+        "text" if profile.seq_len else "tabular")  # fmt: skip
+    rates = knowledge.input_rates.get(kind)
+    dataset = 0.0
+    if profile.trains and rates is not None:
+        samples = float(workload.get("dataset_samples") or 0)
+        tokens = float(workload.get("dataset_tokens") or samples * (profile.seq_len or 0))
+        if kind == "text" and rates.bytes_per_token is not None:
+            dataset = tokens * float(rates.bytes_per_token.value)
+        elif rates.bytes_per_sample is not None:
+            dataset = samples * float(rates.bytes_per_sample.value)
+    memory = profile.memory
+    params = float((raw.get("model") or {}).get("parameters") or 0)
+    download = params * 2.0 if profile.task != "training" else 0.0  # 16-bit weights
+    state = memory.optimizer_states_bytes + memory.master_weights_bytes + profile.gradients_bytes
+    per_vcpu = None
+    if profile.trains and rates is not None and rates.samples_per_s_per_vcpu is not None:
+        per_vcpu = float(rates.samples_per_s_per_vcpu.value)
+    return Feed(Sizes(dataset, download, state if profile.trains else 0.0), kind, per_vcpu, spare)
+
+
+def _fed_rate(s: Setting, site: Site, count: int, rate: float) -> float | None:
+    """The samples a second the deployment's hosts can prepare, where below ``rate``."""
+    per_vcpu = s.feed.samples_per_s_per_vcpu
+    if per_vcpu is None:
+        return None
+    instances = site.instances(count)
+    on_each = min(count, site.gpus_per_instance)
+    vcpus = max(site.vcpus - s.feed.reserved_vcpus_per_gpu * on_each, 1.0)
+    ceiling = instances * vcpus * per_vcpu
+    return ceiling if ceiling < rate else None
+
+
+def _busy(run: Run, rate: float) -> float:
+    """The share of a step the GPUs' kernels run (what their power draw follows)."""
+    if run.planned is not None:
+        step = run.planned.step
+        busy = (step.compute_s + step.recompute_s + step.optimizer_s) / step.step_s
+    else:
+        busy = 0.8 if run.served is None else 0.7
+    return busy * rate / run.samples_per_s
+
+
+def _prices(
+    site: Site, s: Setting, usage_kind: tuple[bool, bool]
+) -> list[tuple[str, str, float, Any]]:
+    """The offer's cheapest region at each pricing the usage admits: on demand; spot for
+    interruptible work; reserved for steady use."""
+    interruptible, steady = usage_kind
+    regions = s.constraints.regions
+    best: dict[str, tuple[float, str, Any]] = {}
+    assert site.offer is not None
+    for price in site.offer.prices:
+        if regions and price.region not in regions:
+            continue
+        rates = [("on_demand", price.on_demand_usd_per_hour)]
+        if interruptible and price.spot_usd_per_hour is not None:
+            rates.append(("spot", price.spot_usd_per_hour))
+        if steady and price.reserved_usd_per_hour is not None:
+            rates.append(("reserved", price.reserved_usd_per_hour))
+        for pricing, rate in rates:
+            if pricing not in best or rate < best[pricing][0]:
+                best[pricing] = (rate, price.region, price)
+    return [(pricing, region, rate, price) for pricing, (rate, region, price) in best.items()]
 
 
 def _deployments(
     service: EstimateService, s: Setting, run: Run, excluded: list[dict[str, Any]]
 ) -> list[Candidate]:
-    """The run on-premise (when the GPU has a price) and as each cloud offer (the cheapest
-    region per provider and pricing)."""
+    """The run on each of its sites: each offer at the cheapest region of each pricing the
+    usage admits, and the server design it is bought in; each with its whole job's time,
+    cost as billed, energy and emissions."""
     deadline.check()
-    hours_per_unit = (run.job_samples or UNIT_SAMPLES) / run.samples_per_s / 3600
-    job_hours = hours_per_unit if run.job_samples else None
-    usage = cost.usage_from(s.usage, hours_per_unit * run.count)
-    allowed = s.constraints.get("deployment") or "any"
+    k = service.knowledge
+    overrides = s.request.onprem
+    host_w = float(k.onprem["server_power_overhead_w_per_gpu_slot"].value)
+    interruptible = s.usage.interruptible
+    steady = s.usage.pattern == "steady"
+    units = run.job_samples or UNIT_SAMPLES
     out = []
-    overrides = s.body.get("onprem") or {}
-    if allowed != "cloud" and (run.gpu.price_usd or "gpu_price_usd" in overrides):
-        params = cost.onprem_parameters(service.knowledge, overrides, run.gpu, run.count)
+    for site in run.sites:
+        instances = site.instances(run.count)
+        rate, bound = run.samples_per_s, _run_bound(run)
+        fed = _fed_rate(s, site, run.count, rate) if run.planned is not None else None
+        if fed is not None:
+            rate, bound = fed, "input"
+        steps_h = units / rate / 3600
+        provider = k.providers[site.provider]
+        between = next((x for x in site.links if x.scope == "between"), None)
+        gbps = between.gb_per_s * 8 if between is not None and site.kind == "cloud" else None
+
+        def timed(pricing: str, steps: float = steps_h, gbps: float | None = gbps) -> JobTime:
+            if run.job_samples is None:  # per unit of work: the steps alone
+                return JobTime(0.0, 0.0, steps, 0.0, 0.0, 0.0, 0, 0.0)
+            return job.job_time(provider, instances, steps, s.feed.sizes, pricing, gbps,  # noqa: B023
+                                run.planned is not None)  # fmt: skip
+
+        busy = _busy(run, rate)
+        if site.kind == "cloud":
+            assert site.offer is not None
+            for pricing, region, hourly, price in _prices(site, s, (interruptible, steady)):
+                jt = timed(pricing)
+                billed = job.billed_hours(provider, jt.hours) if run.job_samples else jt.hours
+                job_cost = instances * hourly * billed
+                per_gpu_hour = hourly * instances / run.count
+                usage = cost.usage_from(s.usage, jt.hours * run.count)
+                runs = usage.gpu_hours_per_month / (jt.hours * run.count)
+                monthly = (instances * hourly * cost.HOURS_PER_MONTH if pricing == "reserved"
+                           else runs * job_cost)  # fmt: skip
+                offer = cost.CloudCost(
+                    site.offer.id, site.provider, site.offer.instance_type, region,
+                    price.catalog_date.isoformat(), price.source, pricing,
+                    site.offer.gpu_count, instances, per_gpu_hour, monthly,
+                    monthly * usage.horizon_months,
+                )  # fmt: skip
+                grid = k.grid_intensity(site.provider, region)
+                power = job.energy(run.gpu.tdp_w, run.count, jt, busy, host_w,
+                                   (float(provider.pue.value), provider.pue.source),
+                                   (grid.g_co2e_per_kwh, grid.source))  # fmt: skip
+                out.append(Candidate(
+                    run.gpu, run.count, run.planned, run.step_s, rate,
+                    jt.hours if run.job_samples else None, jt.hours, "cloud", pricing,
+                    site.provider, 0.0, monthly, monthly * usage.horizon_months, per_gpu_hour,
+                    job_cost, site, instances, jt, power, region, bound, offer=offer,
+                    usage=usage, served=run.served,
+                ))  # fmt: skip
+            continue
+        params = cost.onprem_parameters(k, overrides, run.gpu, run.count)
+        jt = timed("owned")
+        usage = cost.usage_from(s.usage, jt.hours * run.count)
         own = cost.on_premise(run.gpu, run.count, usage, params)
-        out.append(Candidate(run.gpu, run.count, run.planned, run.step_s, run.samples_per_s,
-                             job_hours, hours_per_unit, "on-premise", "owned", "on-premise",
-                             own.capital_usd, own.monthly_usd, own.horizon_usd,
-                             own.cost_per_gpu_hour_usd, onprem=own, usage=usage,
-                             served=run.served))  # fmt: skip
-    if allowed != "on-premise":
-        c = s.constraints
-        offers = cost.cheapest_offers(
-            service.knowledge, run.gpu.id, run.count, usage, c.get("providers"), c.get("regions")
-        )
-        for offer in offers:
-            out.append(Candidate(run.gpu, run.count, run.planned, run.step_s,
-                                 run.samples_per_s, job_hours, hours_per_unit, "cloud",
-                                 offer.pricing, offer.provider, 0.0, offer.monthly_usd,
-                                 offer.horizon_usd, offer.usd_per_gpu_hour, offer=offer,
-                                 usage=usage, served=run.served))  # fmt: skip
+        grid = k.grid_intensity("on-premise", "*")
+        pue = params["pue"]
+        power = job.energy(run.gpu.tdp_w, run.count, jt, busy, host_w,
+                           (pue.value, pue.source), (grid.g_co2e_per_kwh, grid.source))  # fmt: skip
+        out.append(Candidate(
+            run.gpu, run.count, run.planned, run.step_s, rate,
+            jt.hours if run.job_samples else None, jt.hours, "on-premise", "owned",
+            "on-premise", own.capital_usd, own.monthly_usd, own.horizon_usd,
+            own.cost_per_gpu_hour_usd, jt.hours * run.count * own.cost_per_gpu_hour_usd,
+            site, instances, jt, power, None, bound, onprem=own, usage=usage,
+            served=run.served,
+        ))  # fmt: skip
     if not out:
-        why = (
-            "no catalog price to buy it"
-            if allowed == "on-premise"
-            else ("no cloud offer" + ("" if allowed == "cloud" else " and no catalog price"))
-        )
-        reason = _reason("no-price", f"{run.gpu.name}: {why} matches the request", "knowledge/data")
-        excluded.append({"gpu": run.gpu.id, "count": run.count, "reasons": [reason]})
+        excluded.append({**_no_site(run.gpu, s), "count": run.count})
     return out
+
+
+def _run_bound(run: Run) -> str:
+    if run.planned is not None:
+        return run.planned.step.bound
+    if run.served is not None:
+        return run.served.bound
+    return "as traced"
 
 
 def _run_symbols(found: Sequence[Candidate]) -> dict[str, Any]:
@@ -494,29 +715,38 @@ def _sizing(c: Candidate) -> tuple[float | None, float | None, str, int]:
 
 
 def _symbols(c: Candidate, base: Mapping[str, Any], run: Mapping[str, Any]) -> dict[str, Any]:
-    per_server = min(c.count, cost.GPUS_PER_SERVER)
+    per_server = min(c.count, c.site.gpus_per_instance)
     overhead = c.onprem.parameters["server_power_overhead_w_per_gpu_slot"].value if c.onprem else 0
-    held, headroom, bound, tensor = _sizing(c)
+    held, headroom, _, tensor = _sizing(c)
+    inside = c.site.links[0]
+    between = next((x for x in c.site.links if x.scope == "between"), None)
     return {
         **base,
         **_gpu_symbols(c.gpu),
         **run,
         "count": float(c.count),
         "gpus_per_server": float(per_server),
-        "nodes": float(math.ceil(c.count / per_server)),
-        "interconnect": c.gpu.gpu_link or f"PCIe {c.gpu.pcie_generation}",
-        "memory_needed_gb": held / 1e9 if held is not None else None,
+        "nodes": float(c.instances),
+        "interconnect": inside.name,
+        "memory_needed_gib": held / 2**30 if held is not None else None,
         "memory_headroom_share": headroom,
-        "bound": bound,
+        "bound": c.bound,
         "tensor_parallel": float(tensor),
         "zero_stage": float(c.planned.layout.zero_stage) if c.planned else 0.0,
         "deployment": c.deployment,
         "pricing": c.pricing,
         "provider": c.provider,
-        "instances": float(c.offer.instances if c.offer else math.ceil(c.count / per_server)),
-        "gpus_per_instance": float(c.offer.gpus_per_instance if c.offer else per_server),
+        "instances": float(c.instances),
+        "gpus_per_instance": float(c.site.gpus_per_instance),
+        "marketplace": c.site.marketplace,
+        "cluster_network": c.site.cluster,
+        "between_name": between.name if between is not None else "none",
+        "between_gb_per_s": between.gb_per_s if between is not None else None,
+        "between_rdma": between.rdma if between is not None else False,
         "job_hours": c.job_hours,
         "job_cost_usd": c.unit_cost_usd,
+        "job_kwh": c.energy.kwh,
+        "job_kg_co2e": c.energy.kg_co2e,
         "monthly_usd": c.monthly_usd,
         "capital_usd": c.capital_usd,
         "server_power_kw": per_server * (c.gpu.tdp_w + overhead) / 1000,
@@ -571,33 +801,107 @@ def _catalog(
     return out, warnings
 
 
-def recommend(service: EstimateService, body: Mapping[str, Any]) -> dict[str, Any]:
+# Candidates within BAND of the best score are told apart by their footprint: a tenth is
+# about the estimate's own error on GPUs it was not fitted on (rightsize validate: 6-13%
+# median) and less than cloud and marketplace prices move between two catalogs
+BAND = 0.10
+TIE_BREAKERS = ("footprint", "carbon", "time")
+
+
+def ordered(kept: Sequence[Candidate], s: Setting) -> list[Candidate]:
+    """``kept`` best first: by the objective's score; among those within :data:`BAND` of the
+    best, the request's tie-breaker decides (by default the smaller footprint: fewer
+    instances, then fewer GPUs, then the shorter job), as a practitioner would choose."""
+    scored = sorted(kept, key=lambda c: c.score(s.objective, s.time_value))
+    if not scored:
+        return []
+    best = scored[0].score(s.objective, s.time_value)[0]
+    limit = best * (1 + BAND)
+    cut = next((i for i, c in enumerate(scored)
+                if c.score(s.objective, s.time_value)[0] > limit), len(scored))  # fmt: skip
+    band, rest = scored[:cut], scored[cut:]
+    tie = s.request.tie_breaker
+
+    def key(c: Candidate) -> tuple[float, ...]:
+        footprint = (c.instances, c.count, c.hours_per_unit)
+        if tie == "carbon":
+            return (c.energy.kg_co2e, *footprint)
+        if tie == "time":
+            return (c.hours_per_unit, c.instances, c.count)
+        return footprint
+
+    band.sort(key=key)
+    return band + rest
+
+
+def _describe(c: Candidate) -> str:
+    plural = "s" if c.instances > 1 else ""
+    kind = "" if c.deployment == "cloud" else f" server{plural}"
+    where = f"{c.instances} x {c.site.name}{kind}"
+    return f"{c.count} x {c.gpu.name} ({where}, {c.provider} {c.pricing.replace('_', '-')})"
+
+
+def why_first(shown: Sequence[Candidate], s: Setting) -> str | None:
+    """One line: why the first answer beat the runner-up."""
+    if not shown:
+        return None
+    top = shown[0]
+    if len(shown) == 1:
+        return f"{_describe(top)} is the only candidate that meets the constraints"
+    two = shown[1]
+    mine = top.score(s.objective, s.time_value)[0]
+    theirs = two.score(s.objective, s.time_value)[0]
+    what = {"fastest": "job time", "cheapest": "spend over the horizon"}.get(
+        s.objective, "cost per job"
+    )
+    if theirs < mine:  # won inside the band
+        tie = s.request.tie_breaker
+        if tie == "carbon":
+            edge = f"{top.energy.kg_co2e:.3g} kg CO2e against {two.energy.kg_co2e:.3g}"
+        elif tie == "time":
+            edge = f"{top.hours_per_unit:.3g} h against {two.hours_per_unit:.3g}"
+        else:
+            edge = (f"{top.instances} instance(s) and {top.count} GPU(s) against "
+                    f"{two.instances} and {two.count}")  # fmt: skip
+        return (f"{_describe(top)} is within {BAND:.0%} of the best {what} "
+                f"({mine / theirs - 1:+.1%} against {_describe(two)}) on {edge}")
+    if s.objective == "fastest":
+        return (f"{_describe(top)} finishes in {top.hours_per_unit:.3g} h against "
+                f"{two.hours_per_unit:.3g} h for {_describe(two)}")
+    unit = "USD"
+    return (f"{_describe(top)}: {what} {mine:,.4g} {unit} against {theirs:,.4g} for "
+            f"{_describe(two)} ({theirs / mine - 1:+.0%})")
+
+
+def recommend(service: EstimateService, request: RecommendationRequest) -> dict[str, Any]:
     """The ranked, costed and explained candidates for a request (``POST
     /v1/recommendations``), without its id (see :func:`request_id`)."""
     book = rulebook()
     excluded: list[dict[str, Any]] = []
-    if body.get("trace_id"):
-        record = service.traces.get(body["trace_id"])
+    if request.trace_id:
+        record = service.traces.get(request.trace_id)
         if record is None:
-            raise NotFound("trace", body["trace_id"])
+            raise NotFound("trace", request.trace_id)
         part = record["analysis"].get("breakdown") or {}
         wall = part.get("wall_us") or 0
         idle = (part.get("idle_us") or {}).get("input", 0.0)
         precision = record["options"].get("precision") or "fp32"
-        s = _setting(body, precision, "train", None, True, idle / wall if wall else 0.0)
+        s = _setting(request, precision, "train", None, True, idle / wall if wall else 0.0)
+        s = replace(s, feed=_feed(service.knowledge, None, None))
         gpus, warnings = _catalog(service, s, book, excluded)
-        runs = _traced_runs(service, body, record, gpus, excluded)
+        runs = _traced_runs(service, s, record, gpus, excluded)
         profile, shape = None, None
     else:
-        raw = service.body_profile(body)
+        raw = service.body_profile(request.source())
         profile = StepProfile.from_profile(raw)
         params = (raw.get("model") or {}).get("parameters")
-        s = _setting(body, profile.precision, profile.task, params / 1e9 if params else None)
+        s = _setting(request, profile.precision, profile.task, params / 1e9 if params else None)
+        s = replace(s, feed=_feed(service.knowledge, raw, profile))
         gpus, warnings = _catalog(service, s, book, excluded)
-        limit = int(s.constraints.get("max_gpus") or DEFAULT_MAX_GPUS)
+        limit = s.constraints.max_gpus or DEFAULT_MAX_GPUS
         shape = ModelShape.from_profile(raw)
         planner = _kept_runs if profile.trains else _serving_runs
-        runs = planner(service, body, profile, shape, gpus, min(limit, 1024), excluded)
+        runs = planner(service, s, profile, shape, gpus, min(limit, 1024), excluded)
     base = _request_symbols(s)
     candidates: list[Candidate] = []
     for run in runs:
@@ -606,33 +910,25 @@ def recommend(service: EstimateService, body: Mapping[str, Any]) -> dict[str, An
         for c in found:
             c.context = _symbols(c, base, shared)
         candidates.extend(found)
-    kept = []
-    memo = book.results()  # rule results by the values they read
-    for c in candidates:  # first the exclusions, which compare nothing
-        out = book.fire("candidate", c.context, EXCLUDE, memo)
-        if out:
-            excluded.append({"gpu": c.gpu.id, "count": c.count, "deployment": c.deployment,
-                             "provider": c.provider,
-                             "reasons": [f.to_dict() for f in out]})  # fmt: skip
-        else:
-            kept.append(c)
+    kept = _admitted(book, candidates, excluded)
+    memo = book.results()
     _compare(kept)
     for c in kept:
         c.fired = warnings[c.gpu.id] + book.fire("candidate", c.context, KEEP, memo)
     _pareto(kept)
-    kept.sort(key=lambda c: c.score(s.objective))
     shown, seen = [], set()
-    for c in kept:  # the best of each GPU, count and deployment
-        if (c.gpu.id, c.count, c.deployment) not in seen:
-            seen.add((c.gpu.id, c.count, c.deployment))
+    for c in ordered(kept, s):  # the best of each GPU, count and provider
+        if (c.gpu.id, c.count, c.provider) not in seen:
+            seen.add((c.gpu.id, c.count, c.provider))
             shown.append(c)
     shown = shown[:SHOWN]
-    advice = _advice(service, s, book, profile, shape, shown, kept, body)
-    recs = [_shown(i + 1, c, s, service.knowledge) for i, c in enumerate(shown)]
+    advice = _advice(service, s, book, profile, shape, shown, kept)
+    recs = [_shown(i + 1, c, s) for i, c in enumerate(shown)]
     merged = _merged(excluded, {c.gpu.id for c in kept})
     return {
         "objective": s.objective,
         "recommendations": recs,
+        "why_first": why_first(shown, s),
         "candidates_total": len(kept),
         "excluded": merged,
         "advice": advice,
@@ -643,10 +939,26 @@ def recommend(service: EstimateService, body: Mapping[str, Any]) -> dict[str, An
     }
 
 
+def _admitted(
+    book: RuleBook, candidates: Sequence[Candidate], excluded: list[dict[str, Any]]
+) -> list[Candidate]:
+    """The candidates no exclusion rule fires on; the others listed in ``excluded``."""
+    kept = []
+    memo = book.results()  # rule results by the values they read
+    for c in candidates:  # first the exclusions, which compare nothing
+        out = book.fire("candidate", c.context, EXCLUDE, memo)
+        if out:
+            excluded.append({"gpu": c.gpu.id, "count": c.count, "deployment": c.deployment,
+                             "provider": c.provider,
+                             "reasons": [f.to_dict() for f in out]})  # fmt: skip
+        else:
+            kept.append(c)
+    return kept
+
+
 def _advice(
     service: EstimateService, s: Setting, book: RuleBook, profile: StepProfile | None,
     shape: ModelShape | None, shown: Sequence[Candidate], kept: Sequence[Candidate],
-    body: Mapping[str, Any],
 ) -> list[dict[str, Any]]:  # fmt: skip
     """The request-scope rules: software fixes worth doing before a purchase, and the hybrid
     deployment when owning the baseline and renting the bursts is cheapest."""
@@ -658,7 +970,7 @@ def _advice(
         symbols["smallest_count"] = float(smallest)
         if profile is not None and smallest > 1:
             symbols["fits_one_gpu_accumulating"] = _fits_one_accumulating(
-                service, body, profile, shape, top.gpu
+                service, s.request, profile, shape, top.gpu
             )
     if profile is not None and top is not None and s.precision in ("fp32", "tf32"):
         model = service._built_model()
@@ -680,23 +992,23 @@ def _advice(
 
 
 def _fits_one_accumulating(
-    service: EstimateService, body: Mapping[str, Any], profile: StepProfile,
+    service: EstimateService, request: RecommendationRequest, profile: StepProfile,
     shape: ModelShape | None, gpu: Gpu,
 ) -> bool:  # fmt: skip
     """Whether one ``gpu`` holds the workload at micro-batch 1 (its batch then accumulated
     over micro-batches): the same model and workload profiled at batch 1, under the layout
     of one GPU that needs least memory. Only for a described training workload with a batch
     above 1 (a stored profile does not say how to profile it again)."""
-    workload = body.get("workload")
-    if not profile.trains or profile.batch_size <= 1 or "model" not in body or not workload:
+    workload = request.workload
+    if not profile.trains or profile.batch_size <= 1 or request.model is None or not workload:
         return False
-    single = dataclasses.replace(workload, batch_size=1)  # a loaded profiles.Workload
+    single = dataclasses.replace(workload, batch_size=1)
     one = StepProfile.from_profile(
-        service.body_profile({"model": body["model"], "workload": single})
+        service.body_profile({"model": request.model, "workload": single})
     )
-    one = stacked(one, shape, body.get("stack") or "pytorch")
+    one = stacked(one, shape, request.stack)
     usable = gpu.memory_gb * 2**30 * USABLE_MEMORY_SHARE
-    sized = sized_at(1, one, shape, int(body.get("gpus_per_node") or 8))
+    sized = sized_at(1, one, shape, 1)
     return bool(sized) and sized[0][1].total_bytes <= usable
 
 
@@ -704,7 +1016,7 @@ def _hybrid(s: Setting, kept: Sequence[Candidate]) -> dict[str, Any]:
     """Whether owning the baseline of the best on-premise choice and renting its bursts on
     the same GPU's cheapest offer costs less than either alone."""
     owned = [c for c in kept if c.onprem is not None]
-    if not owned or (s.usage.get("pattern") or "steady") != "bursty":
+    if not owned or s.usage.pattern != "bursty":
         return {"hybrid_cheaper": False}
     best = min(owned, key=lambda c: c.monthly_usd)
     clouds = [c for c in kept if c.offer is not None and c.gpu.id == best.gpu.id
@@ -724,30 +1036,44 @@ def _hybrid(s: Setting, kept: Sequence[Candidate]) -> dict[str, Any]:
     }
 
 
-def _shown(rank: int, c: Candidate, s: Setting, knowledge: Knowledge) -> dict[str, Any]:
+def _shown(rank: int, c: Candidate, s: Setting) -> dict[str, Any]:
     layout = c.planned.layout.to_dict() if c.planned else c.served.layout if c.served else None
-    link = knowledge.interconnects.get(c.context.get("interconnect") or "")
-    interconnect = {"id": c.context.get("interconnect"), "name": None, "kind": "pcie"}
-    if link is not None:
-        interconnect.update(name=link.name, kind=link.kind)
+    unit = ("job" if c.job_hours is not None
+            else f"{UNIT_SAMPLES:,.0f} {'requests' if c.served else 'samples'}")  # fmt: skip
     estimate: dict[str, Any] = {
         "step_time_s": c.step_s,
         "samples_per_s": c.samples_per_s,
-        "job_hours": c.job_hours,
         "hours_per_unit": c.hours_per_unit,
-        "unit": "job"
-        if c.job_hours is not None
-        else f"{UNIT_SAMPLES:,.0f} {'requests' if c.served else 'samples'}",
-        "bound": c.context.get("bound"),
+        "unit": unit,
+        "bound": c.bound,
+        "memory_per_gpu_gib": None,
+        "memory_headroom": None,
+        "mfu": None,
+        "serving": None,
     }
     if c.planned is not None:
-        estimate["memory_per_gpu_gb"] = c.planned.memory.total_bytes / 1e9
+        estimate["memory_per_gpu_gib"] = c.planned.memory.total_bytes / 2**30
         estimate["memory_headroom"] = round(c.planned.headroom, 4)
-        estimate["mfu"] = c.planned.step.mfu
+        estimate["mfu"] = c.planned.step.mfu * c.samples_per_s / c.planned.step.samples_per_s
     if c.served is not None:
-        estimate["memory_per_gpu_gb"] = c.served.memory_bytes / 1e9
+        estimate["memory_per_gpu_gib"] = c.served.memory_bytes / 2**30
         estimate["memory_headroom"] = round(c.served.headroom, 4)
         estimate["serving"] = c.served.figures
+    site = c.site
+    deployment = {
+        "kind": c.deployment,
+        "provider": c.provider,
+        "instance_type": site.name if site.kind == "cloud" else None,
+        "server_design": site.name if site.kind != "cloud" else None,
+        "region": c.region,
+        "pricing": c.pricing,
+        "instances": c.instances,
+        "gpus_per_instance": site.gpus_per_instance,
+        "vcpus_per_instance": site.vcpus,
+        "memory_gib_per_instance": site.memory_gib,
+        "marketplace": site.marketplace,
+        "cluster_network": site.cluster,
+    }
     costs: dict[str, Any] = {
         "per_unit_usd": c.unit_cost_usd,
         "usd_per_gpu_hour": c.usd_per_gpu_hour,
@@ -755,6 +1081,7 @@ def _shown(rank: int, c: Candidate, s: Setting, knowledge: Knowledge) -> dict[st
         "horizon_usd": c.horizon_usd,
         "capital_usd": c.capital_usd,
         "break_even_gpu_hours_per_month": c.context.get("break_even_gpu_hours"),
+        "usage": None,
     }
     if c.usage is not None:
         costs["usage"] = {"gpu_hours_per_month": c.usage.gpu_hours_per_month,
@@ -764,15 +1091,16 @@ def _shown(rank: int, c: Candidate, s: Setting, knowledge: Knowledge) -> dict[st
         "gpu": c.gpu.id,
         "gpu_name": c.gpu.name,
         "count": c.count,
-        "vram_gb": c.gpu.memory_gb,
+        "vram_gib": float(c.gpu.memory_gb),
+        "deployment": deployment,
+        "links": [x.to_dict() for x in site.links],
         "layout": layout,
-        "interconnect": interconnect,
-        "nodes": int(c.context["nodes"]),
-        "deployment": c.deployment,
-        "offer": c.offer.to_dict() if c.offer else None,
         "estimate": estimate,
+        "job": {**c.job.to_dict(), "unit": unit},
         "cost": costs,
-        "score": c.score(s.objective)[0],
+        "energy": c.energy.to_dict(),
+        "offer": c.offer.to_dict() if c.offer else None,
+        "score": c.score(s.objective, s.time_value)[0],
         "reasons": [f.to_dict() for f in c.fired],
         "pareto": c.pareto,
     }
@@ -794,20 +1122,44 @@ def _merged(excluded: Sequence[Mapping[str, Any]], kept: set[str]) -> list[dict[
 
 def _assumptions(s: Setting, profile: StepProfile | None) -> list[str]:
     out = [
-        "each GPU at its smallest fitting count and each power of two above it up to "
-        "max_gpus (default 64), with the planner's fastest layout there; 8 GPUs per server",
-        "on-premise costs from knowledge/data/onprem.yaml (override any in onprem); cloud "
-        "prices from knowledge/data/offer_prices.csv, the cheapest region per provider",
+        "each GPU on each of its cloud offers (whole instances) and server designs, at each "
+        "power of two (and multiple of the instance's GPUs) up to max_gpus (default 64), with "
+        "the planner's fastest layout on that deployment's own links: its GPUs' link inside "
+        "an instance, the instance type's network between instances "
+        "(knowledge/data/instance_networks.csv; without RDMA, half the line rate), tensor "
+        "parallelism inside an instance only",
+        "on-premise costs from knowledge/data/onprem.yaml (override any in onprem), server "
+        "designs from server_designs.yaml; cloud prices from knowledge/data/offer_prices.csv, "
+        "each offer's cheapest region per pricing",
+        "the whole job: start-up, pretrained weights downloaded, dataset staged, steps, "
+        "checkpoints (Young's interval) and expected restarts at the provider's interruption "
+        "rate (knowledge/data/providers.yaml); billed per instance in the provider's "
+        "increments and minimum",
+        f"among candidates within {BAND:.0%} of the best score, the smaller footprint wins "
+        "(fewer instances, fewer GPUs, the shorter job) unless tie_breaker says otherwise",
+        "energy: each GPU at its board power in proportion to the busy share of its step "
+        f"(idle {job.IDLE_SHARE:.0%}), its host's share per GPU slot, times the data "
+        "centre's PUE; emissions at the region's grid intensity "
+        "(knowledge/data/grid_intensity.csv)",
     ]
+    if s.feed.samples_per_s_per_vcpu is not None:
+        out.append(
+            f"input: each instance's vCPUs (less {s.feed.reserved_vcpus_per_gpu:g} per GPU) "
+            f"prepare {s.feed.samples_per_s_per_vcpu:g} {s.feed.input_kind} samples a second "
+            "each (knowledge/data/input_rates.yaml); a deployment whose hosts cannot feed its "
+            "GPUs is input-bound"
+        )
     if profile is not None and not profile.dataset_steps:
         what = "samples" if profile.trains else "requests"
-        out.append(f"no dataset in the workload: cost and time are per million {what}")
+        out.append(f"no dataset in the workload: cost and time are per million {what}, "
+                   "steps only")  # fmt: skip
     if profile is not None and not profile.trains:
         out.append(
-            "serving: each GPU's smallest group that holds the model (tensor parallel for a "
-            "generative model, else one GPU) as one, two and four replicas; a generative "
-            "model decodes as many sequences together as its memory holds (or concurrency), "
-            "each sequence's prefill alone; latency is one request's (estimate.step_time_s)"
+            "serving: each GPU's smallest group that holds the model (tensor parallel inside "
+            "an instance for a generative model, else one GPU) as one, two, four and eight "
+            "replicas; a generative model decodes as many sequences together as its memory "
+            "holds (or concurrency), each sequence's prefill alone; latency is one request's "
+            "(estimate.step_time_s)"
         )
     if s.traced:
         out.append("a traced step is projected onto each GPU at the trace's count; GPUs with "
@@ -823,15 +1175,12 @@ def summary(s: Setting, recs: Sequence[Mapping[str, Any]], advice: Sequence[Mapp
                 "see `excluded` for each one's reasons).")[:1200]  # fmt: skip
     lines = [f"**Objective: {s.objective.replace('_', ' ')}**"]
     for r in recs[:3]:
-        est, c = r["estimate"], r["cost"]
-        where = (
-            r["deployment"]
-            if r["deployment"] == "on-premise"
-            else (f"cloud ({r['offer']['provider']}, {r['offer']['pricing'].replace('_', '-')})")
-        )
-        lines.append(f"{r['rank']}. {r['count']} x {r['gpu_name']}, {where}: "
+        est, c, d = r["estimate"], r["cost"], r["deployment"]
+        kind = d["instance_type"] or d["server_design"]
+        where = f"{d['instances']} x {kind} ({d['provider']}, {d['pricing'].replace('_', '-')})"
+        lines.append(f"{r['rank']}. {r['count']} x {r['gpu_name']} on {where}: "
                      f"{est['hours_per_unit']:.3g} h and {_usd(c['per_unit_usd'])} per "
-                     f"{est['unit']}")  # fmt: skip
+                     f"{est['unit']}, {r['energy']['kg_co2e']:.3g} kg CO2e")  # fmt: skip
     if advice:
         lines.append("First: " + advice[0]["message"])
     text = "\n".join(lines)

@@ -18,3 +18,4 @@ def test_derived_tables_are_up_to_date(
     assert status == 0, printed
     assert "offers: offers.csv" in printed
     assert "benchmarks: benchmarks/lambda.csv" in printed
+    assert "networks: instance_networks.csv" in printed

@@ -1,0 +1,67 @@
+"""A recommendation request as the engine takes it: parsed once, by the API's schema (or
+built in code), into typed values; the engine reads no raw request body."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from profiles.workload import Workload
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """What rules a candidate out."""
+
+    budget_capital_usd: float | None = None
+    budget_monthly_usd: float | None = None
+    deadline_hours: float | None = None
+    max_gpus: int | None = None
+    providers: tuple[str, ...] = ()
+    regions: tuple[str, ...] = ()
+    deployment: str = "any"  # any, cloud, on-premise
+    max_server_power_kw: float | None = None
+    max_kg_co2e: float | None = None
+
+
+@dataclass(frozen=True)
+class UsageAsked:
+    """How much the GPUs are used, as asked (see :func:`service.engine.cost.usage_from`)."""
+
+    gpu_hours_per_month: float | None = None
+    runs_per_month: float | None = None
+    horizon_months: int = 36
+    pattern: str = "steady"
+    peak_to_average: float | None = None
+    baseline_share: float | None = None
+    interruptible: bool = False
+
+
+@dataclass(frozen=True)
+class RecommendationRequest:
+    """``POST /v1/recommendations``'s body, typed. One of ``model`` with ``workload``,
+    ``profile_id`` or ``trace_id`` names the work."""
+
+    model: dict[str, Any] | None = None
+    workload: Workload | None = None
+    profile_id: str | None = None
+    trace_id: str | None = None
+    count: int | None = None  # a trace's GPU count
+    objective: str = "best_value"
+    constraints: Constraints = field(default_factory=Constraints)
+    usage: UsageAsked = field(default_factory=UsageAsked)
+    onprem: dict[str, float] = field(default_factory=dict)
+    stack: str = "pytorch"
+    global_batch_size: int | None = None
+    weight_precision: str | None = None
+    kv_precision: str | None = None
+    concurrency: int | None = None
+    value_of_time_usd_per_hour: float = 0.0
+    tie_breaker: str = "footprint"
+    submitted_benchmarks: bool = True  # which estimate service answers (the API's concern)
+
+    def source(self) -> dict[str, Any]:
+        """What names the work, as :meth:`EstimateService.body_profile` reads it."""
+        if self.profile_id:
+            return {"profile_id": self.profile_id}
+        return {"model": self.model, "workload": self.workload}
