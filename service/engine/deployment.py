@@ -167,7 +167,7 @@ def onprem_site(
     else:
         rec = (scaling.server_network(knowledge, gpu) if design.network == "reference"
                else knowledge.interconnects[design.network])  # fmt: skip
-        ports = gpi if design.network == "reference" else design.network_ports_per_server
+        ports = gpi if design.network == "reference" else (design.network_ports_per_server or 1)
         per_gpu = rec.bandwidth_gb_per_s_per_direction * ports / gpi
         why = f"{design.name}: {ports} x {rec.name} per server, shared by its {gpi} GPUs"
         between = scaling.Link(rec.id, rec.name, per_gpu, rec.latency_us, True, why)

@@ -395,7 +395,7 @@ class _Micro:
 
     layout: Layout
     profile: StepProfile
-    shape: ModelShape
+    shape: ModelShape | None  # None: a model other than a transformer (data parallel only)
     net: Network
     forward_s: float
     backward_s: float
@@ -407,6 +407,8 @@ class _Micro:
 def _tensor_parallel(x: _Micro) -> LinkUse | None:
     """4 collectives per layer (6 when recomputing), each over the layer's activations of
     the micro-batch (per context-parallel rank); not hidden."""
+    if x.shape is None:
+        return None
     lay = x.layout
     t, m = lay.tensor_parallel, lay.gradient_accumulation
     if t == 1:
@@ -422,6 +424,8 @@ def _tensor_parallel(x: _Micro) -> LinkUse | None:
 def _context_parallel(x: _Micro) -> LinkUse | None:
     """Each rank's keys and values go round the ring, once in the forward and twice in the
     backward (their gradients come back); not hidden."""
+    if x.shape is None:
+        return None
     lay = x.layout
     t, c, m = lay.tensor_parallel, lay.context_parallel, lay.gradient_accumulation
     if c == 1:
@@ -437,6 +441,8 @@ def _context_parallel(x: _Micro) -> LinkUse | None:
 
 def _pipeline_send(x: _Micro) -> LinkUse | None:
     """Each micro-batch's activations to the next stage and their gradients back."""
+    if x.shape is None:
+        return None
     lay = x.layout
     if lay.pipeline_parallel == 1:
         return None
@@ -479,7 +485,9 @@ def _data_parallel(x: _Micro, params: scaling.Params) -> LinkUse | None:
         volume = 2 * half * grads
         window = x.backward_s * params.overlap
     if lay.zero_stage == 3:  # FSDP wraps each layer: two gathers and a scatter per layer
-        hops = 3 * math.ceil(x.shape.layers / p)
+        units = x.shape.layers if x.shape is not None else math.ceil(
+            x.profile.memory.parameters_bytes / scaling.DDP_BUCKET_BYTES)  # fmt: skip
+        hops = 3 * math.ceil(max(units, 1) / p)
     else:  # DDP's buckets
         hops = 2 * max(1, math.ceil(grads / scaling.DDP_BUCKET_BYTES))
     time_s = _ring(volume, ranks, link, x.share, hops * (m if lay.zero_stage >= 2 else 1))
@@ -563,12 +571,10 @@ def layout_step(
     GPU; ``model_flops``: its forward and backward FLOPs, whole model)."""
     m = layout.gradient_accumulation
     forward, backward, recompute = _computed(layout, profile, shape, done, net)
-    uses: list[LinkUse] = []
-    if shape is not None:
-        x = _Micro(layout, profile, shape, net, forward, backward, recompute,
-                   params.bandwidth_share, ACTIVATION_BYTES.get(profile.precision, 2))  # fmt: skip
-        found = (_tensor_parallel(x), _context_parallel(x), _pipeline_send(x))
-        uses = [u for u in (*found, _data_parallel(x, params)) if u is not None]
+    x = _Micro(layout, profile, shape, net, forward, backward, recompute,
+               params.bandwidth_share, ACTIVATION_BYTES.get(profile.precision, 2))  # fmt: skip
+    found = (_tensor_parallel(x), _context_parallel(x), _pipeline_send(x)) if shape else ()
+    uses = [u for u in (*found, _data_parallel(x, params)) if u is not None]
     exposed = {u.group: u.exposed_s for u in uses}
     micro = (
         forward + backward + recompute + (exposed.get("tensor", 0) + exposed.get("context", 0)) / m

@@ -801,37 +801,57 @@ def _catalog(
     return out, warnings
 
 
-# Candidates within BAND of the best score are told apart by their footprint: a tenth is
-# about the estimate's own error on GPUs it was not fitted on (rightsize validate: 6-13%
-# median) and less than cloud and marketplace prices move between two catalogs
+# Candidates whose score is within BAND of the best, or within BAND_USD of it, are told
+# apart by their footprint: a tenth is about the estimate's own error on GPUs it was not
+# fitted on (rightsize validate: 6-13% median) and less than cloud and marketplace prices
+# move between two catalogs; a dollar a job is below what anyone weighs against running
+# on fewer machines
 BAND = 0.10
+BAND_USD = 1.0
 TIE_BREAKERS = ("footprint", "carbon", "time")
 
 
 def ordered(kept: Sequence[Candidate], s: Setting) -> list[Candidate]:
-    """``kept`` best first: by the objective's score; among those within :data:`BAND` of the
-    best, the request's tie-breaker decides (by default the smaller footprint: fewer
-    instances, then fewer GPUs, then the shorter job), as a practitioner would choose."""
-    scored = sorted(kept, key=lambda c: c.score(s.objective, s.time_value))
+    """``kept`` best first: by the objective's score; among those within the band of the
+    best, the request's tie-breaker decides. By default the smaller footprint: fewer
+    instances, then fewer GPUs; among equal footprints the fastest (times within
+    :data:`BAND` of each other count as equal, the better score first)."""
+
+    def score(c: Candidate) -> tuple[float, float]:
+        return c.score(s.objective, s.time_value)
+
+    scored = sorted(kept, key=score)
     if not scored:
         return []
-    best = scored[0].score(s.objective, s.time_value)[0]
+    best = score(scored[0])[0]
     limit = best * (1 + BAND)
-    cut = next((i for i, c in enumerate(scored)
-                if c.score(s.objective, s.time_value)[0] > limit), len(scored))  # fmt: skip
+    if s.objective != "fastest":  # a dollar a job: over the horizon, a dollar a run
+        first = scored[0]
+        runs = first.horizon_usd / first.unit_cost_usd if s.objective == "cheapest" else 1.0
+        limit = max(limit, best + BAND_USD * runs)
+    cut = next((i for i, c in enumerate(scored) if score(c)[0] > limit), len(scored))
     band, rest = scored[:cut], scored[cut:]
     tie = s.request.tie_breaker
-
-    def key(c: Candidate) -> tuple[float, ...]:
-        footprint = (c.instances, c.count, c.hours_per_unit)
-        if tie == "carbon":
-            return (c.energy.kg_co2e, *footprint)
-        if tie == "time":
-            return (c.hours_per_unit, c.instances, c.count)
-        return footprint
-
-    band.sort(key=key)
+    if tie == "carbon":
+        band.sort(key=lambda c: (c.energy.kg_co2e, c.instances, c.count, score(c)))
+    elif tie == "time":
+        band.sort(key=lambda c: (c.hours_per_unit, c.instances, c.count, score(c)))
+    else:
+        band = _by_footprint(band, score)
     return band + rest
+
+
+def _by_footprint(band: Sequence[Candidate], score: Any) -> list[Candidate]:
+    groups: dict[tuple[int, int], list[Candidate]] = {}
+    for c in sorted(band, key=lambda c: (c.instances, c.count)):
+        groups.setdefault((c.instances, c.count), []).append(c)
+    out = []
+    for group in groups.values():
+        fastest = min(c.hours_per_unit for c in group)
+        fast = [c for c in group if c.hours_per_unit <= fastest * (1 + BAND)]
+        slow = [c for c in group if c.hours_per_unit > fastest * (1 + BAND)]
+        out += sorted(fast, key=score) + sorted(slow, key=lambda c: (c.hours_per_unit, score(c)))
+    return out
 
 
 def _describe(c: Candidate) -> str:
@@ -854,17 +874,18 @@ def why_first(shown: Sequence[Candidate], s: Setting) -> str | None:
     what = {"fastest": "job time", "cheapest": "spend over the horizon"}.get(
         s.objective, "cost per job"
     )
-    if theirs < mine:  # won inside the band
+    if theirs < mine or (top.instances, top.count) < (two.instances, two.count):
         tie = s.request.tie_breaker
         if tie == "carbon":
             edge = f"{top.energy.kg_co2e:.3g} kg CO2e against {two.energy.kg_co2e:.3g}"
-        elif tie == "time":
+        elif tie == "time" or (top.instances, top.count) == (two.instances, two.count):
             edge = f"{top.hours_per_unit:.3g} h against {two.hours_per_unit:.3g}"
         else:
             edge = (f"{top.instances} instance(s) and {top.count} GPU(s) against "
                     f"{two.instances} and {two.count}")  # fmt: skip
-        return (f"{_describe(top)} is within {BAND:.0%} of the best {what} "
-                f"({mine / theirs - 1:+.1%} against {_describe(two)}) on {edge}")
+        return (f"{_describe(top)}: {what} {mine:,.4g} USD, within {BAND:.0%} or "
+                f"{BAND_USD:g} USD of the best ({_describe(two)}: {theirs:,.4g} USD), wins "
+                f"on {edge}")  # fmt: skip
     if s.objective == "fastest":
         return (f"{_describe(top)} finishes in {top.hours_per_unit:.3g} h against "
                 f"{two.hours_per_unit:.3g} h for {_describe(two)}")
