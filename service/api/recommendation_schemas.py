@@ -194,3 +194,51 @@ class TcoEnergySchema(Schema):
     pue_source = _str("where the PUE comes from")
     grid_g_co2e_per_kwh = _num("the grid's carbon intensity, g CO2e per kWh")
     grid_source = _str("where it comes from")
+
+
+class TcoEnergiesSchema(Schema):
+    on_premise = fields.Nested(TcoEnergySchema)
+    cloud = fields.Nested(TcoEnergySchema, allow_none=True)
+
+
+class TcoUsageSchema(Schema):
+    gpu_hours_per_month = _num("GPU-hours a month across all the GPUs")
+    horizon_months = _int("months")
+    pattern = _str("steady or bursty")
+    peak_to_average = _num("bursty: peak over mean")
+    interruptible = _bool("checkpointed work that may run on spot")
+    baseline_share = _num("share of the hours that is a steady baseline")
+
+
+class OnPremCostSchema(Schema):
+    count = _int("GPUs owned")
+    capital_usd = _num("GPUs, server slots and fabric")
+    monthly_fixed_usd = _num("depreciation, staff and colocation: paid busy or idle")
+    energy_usd_per_gpu_hour = _num("energy per GPU-hour used")
+    monthly_usd = _num("what the usage costs a month")
+    horizon_usd = _num("over the horizon")
+    cost_per_gpu_hour_usd = _num("per GPU-hour used")
+    utilisation = _num("GPU-hours used over GPU-hours owned")
+
+
+class TcoCloudSchema(OfferAnswerSchema):
+    cost_per_gpu_hour_usd = _num("per GPU-hour used (the same as usd_per_gpu_hour)")
+
+
+class HybridSchema(Schema):
+    owned_count = _int("GPUs owned for the baseline")
+    owned_gpu_hours_per_month = _num("GPU-hours a month on the owned GPUs")
+    rented_gpu_hours_per_month = _num("GPU-hours a month rented")
+    monthly_usd = _num("what the mix costs a month")
+    horizon_usd = _num("over the horizon")
+    cloud = fields.Nested(OfferAnswerSchema)
+    on_premise = fields.Nested(OnPremCostSchema)
+
+
+class CostParameterSchema(Schema):
+    name = _str("the parameter's short name (what onprem overrides)")
+    id = _str("its knowledge id")
+    value = _num("its value")
+    unit = _str("its unit")
+    source = _str("where it comes from ('request' where overridden)")
+    as_of = _str("its date (ISO), or 'request'")

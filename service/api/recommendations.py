@@ -18,8 +18,15 @@ from service.api.plans import layout_options
 from service.api.profiles import MODEL_DESCRIPTION
 from service.api.recommendation_schemas import (
     AdviceSchema,
+    CostParameterSchema,
     ExcludedSchema,
+    HybridSchema,
+    OfferAnswerSchema,
+    OnPremCostSchema,
     RecommendedSchema,
+    TcoCloudSchema,
+    TcoEnergiesSchema,
+    TcoUsageSchema,
 )
 from service.engine import cost, rank
 from service.engine.errors import NotFound
@@ -160,8 +167,9 @@ class RecommendationSchema(Schema):
     knowledge_version = fields.String()
     rules_version = fields.String(metadata={"description": "digest of knowledge/rules"})
     created_at = fields.String()
-    request = fields.Dict(metadata={"description": "the request as it was sent (see the "
-                                    "request schema)"})
+    request = fields.Nested(
+        RecommendationRequestSchema, metadata={"description": "the request as it was sent"}
+    )
 
 
 @blp.route("/recommendations")
@@ -222,16 +230,21 @@ class TcoRequestSchema(Schema):
 
 
 class TcoSchema(Schema):
-    gpu = fields.String()
+    gpu = fields.String(metadata={"description": "GPU id"})
     count = fields.Integer()
-    usage = fields.Dict()
-    on_premise = fields.Dict(metadata={"description": "incl. cost_per_gpu_hour_usd"})
-    cloud = fields.Dict(allow_none=True, metadata={"description": "the cheapest matching offer"})
-    cloud_offers = fields.List(fields.Dict())
+    usage = fields.Nested(TcoUsageSchema)
+    on_premise = fields.Nested(OnPremCostSchema)
+    cloud = fields.Nested(
+        TcoCloudSchema, allow_none=True, metadata={"description": "the cheapest matching offer"}
+    )
+    cloud_offers = fields.List(fields.Nested(OfferAnswerSchema))
     break_even_gpu_hours_per_month = fields.Float(allow_none=True)
-    cheapest = fields.String()
-    hybrid = fields.Dict(allow_none=True)
-    parameters = fields.List(fields.Dict(), metadata={"description": "each with its source"})
+    cheapest = fields.String(metadata={"description": "on_premise, cloud or hybrid"})
+    hybrid = fields.Nested(HybridSchema, allow_none=True)
+    energy = fields.Nested(TcoEnergiesSchema, metadata={"description": "kWh and kg CO2e"})
+    parameters = fields.List(
+        fields.Nested(CostParameterSchema), metadata={"description": "each with its source"}
+    )
     assumptions = fields.List(fields.String())
 
 

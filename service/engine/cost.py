@@ -133,7 +133,7 @@ def onprem_parameters(
     """The on-premise parameters for ``count`` x ``gpu``, by short name: the server kind
     its form factor and count call for, the power price of the region (US unless it
     starts with 'eu'), the rest as stored; then ``overrides``."""
-    if gpu.form_factor == "sxm":
+    if gpu.form_factor in ("sxm", "oam"):
         server = "hgx_8gpu"
     elif count <= 2 and gpu.segment != "datacenter":
         server = "workstation"
@@ -435,9 +435,14 @@ def tco(
         monthly["cloud"] = cheapest.monthly_usd
     if mix is not None:
         monthly["hybrid"] = mix.monthly_usd
+    energy = {"on_premise": monthly_energy(knowledge, gpu, usage, params, None, None)}
+    if cheapest is not None:
+        energy["cloud"] = monthly_energy(knowledge, gpu, usage, params, cheapest.provider,
+                                         cheapest.region)  # fmt: skip
     return {
         "gpu": gpu.id,
         "count": count,
+        "energy": energy,
         "usage": {
             **asdict(usage),
             "baseline_share": usage.baseline_gpu_hours_per_month / usage.gpu_hours_per_month,
@@ -456,4 +461,32 @@ def tco(
         "hybrid": mix.to_dict() if mix else None,
         "parameters": [{"name": name, **p.to_dict()} for name, p in params.items()],
         "assumptions": list(ASSUMPTIONS),
+    }
+
+
+def monthly_energy(
+    knowledge: Knowledge, gpu: Gpu, usage: Usage, params: Mapping[str, Parameter],
+    provider: str | None, region: str | None,
+) -> dict[str, Any]:  # fmt: skip
+    """The usage's energy and emissions a month and over the horizon: each GPU-hour at the
+    GPU's board power plus its host's share, times the data centre's PUE (the provider's
+    published figure in the cloud, ``pue`` on premise), at the region's grid intensity."""
+    host = params["server_power_overhead_w_per_gpu_slot"].value
+    if provider is None:
+        pue, pue_source = params["pue"].value, params["pue"].source
+        grid = knowledge.grid_intensity("on-premise", "*")
+    else:
+        fact = knowledge.providers[provider].pue
+        pue, pue_source = float(fact.value), fact.source
+        grid = knowledge.grid_intensity(provider, region or "*")
+    kwh = usage.gpu_hours_per_month * (gpu.tdp_w + host) / 1000 * pue
+    kg = kwh * grid.g_co2e_per_kwh / 1000
+    return {
+        "kwh_per_month": kwh,
+        "kg_co2e_per_month": kg,
+        "kg_co2e_horizon": kg * usage.horizon_months,
+        "pue": pue,
+        "pue_source": pue_source,
+        "grid_g_co2e_per_kwh": grid.g_co2e_per_kwh,
+        "grid_source": grid.source,
     }

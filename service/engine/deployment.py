@@ -144,11 +144,14 @@ def cloud_site(knowledge: Knowledge, gpu: Gpu, offer: Offer) -> Site:
                 (inside_fact, between_fact), None, offer)  # fmt: skip
 
 
-def onprem_design(gpu: Gpu, count: int) -> str:
-    """The server design ``count`` x ``gpu`` are bought in: an HGX board for SXM parts, a
-    workstation for one or two consumer cards, else a 4- or 8-GPU PCIe server."""
-    if gpu.form_factor == "sxm":
+def onprem_design(gpu: Gpu, count: int) -> str | None:
+    """The server design ``count`` x ``gpu`` are bought in: an 8-GPU baseboard for SXM and
+    OAM parts, a workstation for one or two consumer cards, else a 4- or 8-GPU PCIe
+    server; None for parts no design takes (superchips, laptop GPUs)."""
+    if gpu.form_factor in ("sxm", "oam"):
         return "hgx_8gpu"
+    if gpu.form_factor != "pcie":
+        return None
     if count <= 2 and gpu.segment != "datacenter":
         return "workstation"
     return "pcie_4gpu" if count <= 4 else "pcie_8gpu"
@@ -199,7 +202,10 @@ def sites(
     if allowed != "cloud" and onprem_priced:
         ranges: dict[str, tuple[int, int]] = {}
         for n in range(1, 9):  # beyond 8 GPUs, the 8-GPU design's servers multiply
-            lo, _ = ranges.get(onprem_design(gpu, n), (n, n))
-            ranges[onprem_design(gpu, n)] = (lo, n if n < 8 else 1 << 30)
+            design = onprem_design(gpu, n)
+            if design is None:
+                break
+            lo, _ = ranges.get(design, (n, n))
+            ranges[design] = (lo, n if n < 8 else 1 << 30)
         out.extend(onprem_site(knowledge, gpu, d, r) for d, r in sorted(ranges.items()))
     return out

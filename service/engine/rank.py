@@ -861,8 +861,9 @@ def _describe(c: Candidate) -> str:
     return f"{c.count} x {c.gpu.name} ({where}, {c.provider} {c.pricing.replace('_', '-')})"
 
 
-def why_first(shown: Sequence[Candidate], s: Setting) -> str | None:
-    """One line: why the first answer beat the runner-up."""
+def why_first(shown: Sequence[Candidate], s: Setting, best: float) -> str | None:
+    """One line: why the first answer beat the runner-up (``best``: the best score of all
+    candidates, which the band is measured from)."""
     if not shown:
         return None
     top = shown[0]
@@ -871,8 +872,8 @@ def why_first(shown: Sequence[Candidate], s: Setting) -> str | None:
     two = shown[1]
     mine = top.score(s.objective, s.time_value)[0]
     theirs = two.score(s.objective, s.time_value)[0]
-    what = {"fastest": "job time", "cheapest": "spend over the horizon"}.get(
-        s.objective, "cost per job"
+    what, unit = {"fastest": ("job time", "h"), "cheapest": ("spend over the horizon", "USD")}.get(
+        s.objective, ("cost per job", "USD")
     )
     if theirs < mine or (top.instances, top.count) < (two.instances, two.count):
         tie = s.request.tie_breaker
@@ -883,13 +884,12 @@ def why_first(shown: Sequence[Candidate], s: Setting) -> str | None:
         else:
             edge = (f"{top.instances} instance(s) and {top.count} GPU(s) against "
                     f"{two.instances} and {two.count}")  # fmt: skip
-        return (f"{_describe(top)}: {what} {mine:,.4g} USD, within {BAND:.0%} or "
-                f"{BAND_USD:g} USD of the best ({_describe(two)}: {theirs:,.4g} USD), wins "
-                f"on {edge}")  # fmt: skip
+        return (f"{_describe(top)}: {what} {mine:,.4g} {unit}, within {BAND:.0%} (or "
+                f"{BAND_USD:g} USD) of the best ({best:,.4g} {unit}); it beats the runner-up, "
+                f"{_describe(two)} at {theirs:,.4g} {unit}, on {edge}")  # fmt: skip
     if s.objective == "fastest":
         return (f"{_describe(top)} finishes in {top.hours_per_unit:.3g} h against "
                 f"{two.hours_per_unit:.3g} h for {_describe(two)}")
-    unit = "USD"
     return (f"{_describe(top)}: {what} {mine:,.4g} {unit} against {theirs:,.4g} for "
             f"{_describe(two)} ({theirs / mine - 1:+.0%})")
 
@@ -937,6 +937,7 @@ def recommend(service: EstimateService, request: RecommendationRequest) -> dict[
     for c in kept:
         c.fired = warnings[c.gpu.id] + book.fire("candidate", c.context, KEEP, memo)
     _pareto(kept)
+    best = min((c.score(s.objective, s.time_value)[0] for c in kept), default=0.0)
     shown, seen = [], set()
     for c in ordered(kept, s):  # the best of each GPU, count and provider
         if (c.gpu.id, c.count, c.provider) not in seen:
@@ -949,7 +950,7 @@ def recommend(service: EstimateService, request: RecommendationRequest) -> dict[
     return {
         "objective": s.objective,
         "recommendations": recs,
-        "why_first": why_first(shown, s),
+        "why_first": why_first(shown, s, best),
         "candidates_total": len(kept),
         "excluded": merged,
         "advice": advice,

@@ -129,7 +129,7 @@ def link_for(knowledge: Knowledge, gpu: Gpu, count: int, nvlink: bool | None = N
         )
     per_gpu = gpu.nvlink_bandwidth_gb_per_s / 2  # the record quotes both directions
     link_id = gpu.gpu_link
-    if link_id and gpu.form_factor == "sxm" and link_id in knowledge.interconnects:
+    if link_id and gpu.form_factor in ("sxm", "oam") and link_id in knowledge.interconnects:
         switch = "nvswitch-" + link_id.replace("-", "")
         if count > 4 and link_id not in CUBE_MESH_LINKS and switch in knowledge.interconnects:
             link_id = switch

@@ -8,6 +8,7 @@ from knowledge import Knowledge
 from service.engine import cost
 from service.engine.cost import Usage
 from service.engine.errors import InvalidRequest
+from service.engine.requests import UsageAsked
 
 H100 = "h100-sxm-80gb"  # SXM: an HGX server slot; offers on many providers, some with spot
 
@@ -109,15 +110,15 @@ class TestErrors:
     )
     def test_bad_usage(self, usage: dict[str, object], field: str) -> None:
         with pytest.raises(InvalidRequest) as caught:
-            cost.usage_from(usage, None)
+            cost.usage_from(UsageAsked(**usage), None)
         assert caught.value.field == field
 
 
 class TestUsage:
     def test_runs_of_a_job(self) -> None:
-        assert cost.usage_from({"runs_per_month": 3}, 40.0).gpu_hours_per_month == 120
-        assert cost.usage_from({}, 40.0).gpu_hours_per_month == 40  # one run a month
-        assert cost.usage_from({"gpu_hours_per_month": 7}, 40.0).gpu_hours_per_month == 7
+        assert cost.usage_from(UsageAsked(runs_per_month=3), 40.0).gpu_hours_per_month == 120
+        assert cost.usage_from(UsageAsked(), 40.0).gpu_hours_per_month == 40  # one run a month
+        assert cost.usage_from(UsageAsked(gpu_hours_per_month=7), 40.0).gpu_hours_per_month == 7
 
     def test_baseline_defaults(self) -> None:
         assert Usage(100).baseline_gpu_hours_per_month == 100

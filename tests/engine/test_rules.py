@@ -20,14 +20,16 @@ QUIET: dict[str, Any] = {
     "max_gpus": None, "max_server_power_kw": None, "deployment_allowed": "any",
     "gpu_id": "h100-sxm-80gb", "gpu_name": "NVIDIA H100 SXM5 80GB",
     "gpu_architecture": "hopper", "gpu_segment": "datacenter", "gpu_cooling": "passive",
-    "gpu_release_year": 2022.0, "gpu_memory_gb": 80.0, "gpu_ecc": True, "gpu_tdp_w": 700.0,
+    "gpu_release_year": 2022.0, "gpu_memory_gib": 80.0, "gpu_ecc": True, "gpu_tdp_w": 700.0,
     "gpu_tensor_cores": True, "gpu_has_bf16": True, "gpu_has_fp8": True,
     "gpu_pcie_generation": 5.0, "gpu_p2p": True, "gpu_nvlink_gb_per_s": 900.0,
     "gpu_datacenter_use_allowed": True, "count": 8.0, "gpus_per_server": 8.0, "nodes": 1.0,
-    "interconnect": "nvswitch-h100", "memory_needed_gb": 60.0, "memory_headroom_share": 0.2,
+    "interconnect": "nvswitch-h100", "memory_needed_gib": 60.0, "memory_headroom_share": 0.2,
     "bound": "compute", "tensor_parallel": 1.0, "zero_stage": 3.0, "deployment": "cloud",
     "pricing": "on_demand", "provider": "aws", "instances": 1.0, "gpus_per_instance": 8.0,
-    "job_hours": 10.0, "job_cost_usd": 100.0,
+    "job_hours": 10.0, "job_cost_usd": 100.0, "job_kwh": 50.0, "job_kg_co2e": 20.0,
+    "max_kg_co2e": None, "marketplace": False, "cluster_network": True,
+    "between_name": "efa (3200 Gb/s)", "between_gb_per_s": 400.0, "between_rdma": True,
     "monthly_usd": 1000.0, "capital_usd": 0.0, "server_power_kw": 6.0, "utilisation": 0.7,
     "break_even_gpu_hours": None, "speedup_over_cheapest": 1.0, "cost_over_cheapest": 1.0,
     "newest_gpu": "h100-sxm-80gb", "time_over_newest": 1.0, "cost_over_newest": 1.0,
@@ -57,7 +59,11 @@ FIRING: dict[str, dict[str, Any]] = {
     "no-peer-to-peer": {"gpu_p2p": False},
     "tensor-parallel-over-pcie": {"tensor_parallel": 2.0, "gpu_nvlink_gb_per_s": 0.0},
     "old-pcie-multi-gpu": {"gpu_pcie_generation": 3.0, "gpu_nvlink_gb_per_s": 0.0},
-    "multi-node-fabric": {"nodes": 2.0},
+    "multi-node-fabric": {"deployment": "on-premise", "nodes": 2.0},
+    "marketplace-hosts-share-no-fabric": {"marketplace": True, "instances": 2.0},
+    "max-emissions": {"max_kg_co2e": 10.0},
+    "owned-for-a-few-hours": {"objective": "fastest", "deployment": "on-premise",
+                              "utilisation": 0.01},
     "multi-instance-cloud": {"instances": 4.0},
     "previous-generation-close": {
         "gpu_id": "a100-sxm4-80gb",
@@ -187,14 +193,14 @@ RULE = """
 
 
 def test_an_unknown_symbol_refuses_to_load_with_file_rule_and_suggestion(tmp_path: Path) -> None:
-    path = _write(tmp_path, RULE.format(rid="typo", when="gpu_memroy_gb > 40", message="m"))
+    path = _write(tmp_path, RULE.format(rid="typo", when="gpu_memroy_gib > 40", message="m"))
     with pytest.raises(RuleLoadError) as err:
         RuleBook.load(path)
     text = str(err.value)
     assert "bad.yaml" in text
     assert "'typo'" in text
-    assert "gpu_memroy_gb" in text
-    assert "gpu_memory_gb" in text
+    assert "gpu_memroy_gib" in text
+    assert "gpu_memory_gib" in text
 
 
 def test_a_type_error_and_a_bad_message_field_refuse_to_load(tmp_path: Path) -> None:

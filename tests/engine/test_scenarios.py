@@ -23,8 +23,8 @@ from profiles.catalog import Catalog
 from service import create_app
 from service.api.recommendations import RecommendationRequestSchema
 from service.engine import rank
-from service.engine.requests import RecommendationRequest
 from service.engine.model import PerformanceModel
+from service.engine.requests import RecommendationRequest
 from service.engine.service import EstimateService
 from service.state import state
 

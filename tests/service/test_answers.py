@@ -119,7 +119,7 @@ def test_a_new_budget_evaluates_only_the_rules_that_read_a_budget(
         return bool(matches(self, thing, **kwargs))
 
     monkeypatch.setattr(rule_engine.Rule, "matches", spied)
-    budgeted = {**body, "constraints": {"max_gpus": 4, "budget_monthly_usd": 1234.5}}
+    budgeted = {**body, "constraints": {"max_gpus": 4, "budget_monthly_usd": 1e7}}
     answer = client.post("/v1/recommendations", json=budgeted)
     assert answer.status_code == 200
     candidate = {r.id for r in rulebook().scoped("candidate")}

@@ -39,19 +39,38 @@ def test_llama_70b_full_fine_tuning_gets_a_sharded_layout_on_nvlink(client: Flas
     top = body["recommendations"][0]
     layout = top["layout"]
     assert top["count"] >= 2
-    assert top["deployment"] == "on-premise"
+    assert top["deployment"]["kind"] == "on-premise"
+    assert top["deployment"]["server_design"] in {"hgx_8gpu", "pcie_8gpu"}
     assert layout["zero_stage"] >= 2 or layout["tensor_parallel"] > 1
-    assert top["estimate"]["memory_per_gpu_gb"] <= top["vram_gb"] * 1.074  # GiB in the catalog
-    # a GPU-to-GPU fabric (NVLink, NVSwitch, Infinity Fabric) named, not PCIe
-    assert top["interconnect"]["kind"] in {"nvlink", "nvswitch", "infinity-fabric"}
-    assert top["interconnect"]["name"]
+    # one unit: what the layout needs and what the GPU has, both GiB
+    assert top["estimate"]["memory_per_gpu_gib"] <= top["vram_gib"]
+    # a GPU-to-GPU fabric (NVLink, NVSwitch, Infinity Fabric) named inside, with its source
+    inside = next(x for x in top["links"] if x["scope"] == "inside")
+    assert inside["id"].startswith(("nvlink", "nvswitch", "infinity-fabric"))
+    assert inside["source"]
+    assert inside["gb_per_s"] > 0
+    if top["deployment"]["instances"] > 1:  # servers joined by the design's fabric
+        between = next(x for x in top["links"] if x["scope"] == "between")
+        assert between["rdma"]
+        assert between["gb_per_s"] > 0
+    job = top["job"]
+    assert job["hours"] == pytest.approx(
+        job["start_up_hours"] + job["staging_hours"] + job["steps_hours"]
+        + job["checkpoint_hours"] + job["restart_hours"]
+    )
+    assert job["checkpoints"] >= 1
+    assert top["energy"]["kwh"] > 0
+    assert top["energy"]["kg_co2e"] > 0
+    assert body["why_first"]
     assert top["cost"]["capital_usd"] > 0
     assert top["cost"]["per_unit_usd"] > 0
     for rec in body["recommendations"]:
         assert all(r["rule"] and r["message"] and r["source"] for r in rec["reasons"])
-    # GeForce cards in an 8-GPU server break their licence: excluded with the rule
-    geforce = {e["gpu"]: e for e in body["excluded"] if e["gpu"] == "rtx-4090"}
-    assert [r["rule"] for r in geforce["rtx-4090"]["reasons"]] == ["geforce-no-datacenter"]
+    # GeForce cards in an 8-GPU server break their licence; a card without peer-to-peer
+    # that holds the model only split by tensor parallelism cannot run it: both excluded
+    excluded = {e["gpu"]: [r["rule"] for r in e["reasons"]] for e in body["excluded"]}
+    assert excluded["rtx-3090"] == ["geforce-no-datacenter"]
+    assert excluded["rtx-4090"] == ["tensor-parallel-needs-p2p"]
     assert len(body["summary"]) <= 1200
     assert body["summary"].startswith("**")
     # the answer can be cited: the same id, inputs and date
@@ -80,8 +99,8 @@ def test_an_input_bound_trace_gets_pipeline_advice_and_no_premium_for_speed(
     # the input wait does not shrink: even the fastest GPU keeps the traced 0.2 ms stall
     assert fastest["estimate"]["step_time_s"] > 0.2e-3
     penalised = [r for r in recs if "faster-gpu-input-bound" in [x["rule"] for x in r["reasons"]]]
-    for rec in penalised:
-        assert rec["estimate"]["step_time_s"] < recs[0]["estimate"]["step_time_s"]
+    assert penalised  # the premium for speed on an input-bound step is marked and never first
+    assert "faster-gpu-input-bound" not in [x["rule"] for x in recs[0]["reasons"]]
 
 
 def test_fp8_excludes_every_gpu_before_ada_and_hopper(
@@ -118,9 +137,13 @@ def test_objectives_rank_differently(client: FlaskClient) -> None:
     fastest = post(client, "/v1/recommendations", {**GPT2, "objective": "fastest"})
     value = post(client, "/v1/recommendations", GPT2)
     time = [r["estimate"]["hours_per_unit"] for r in fastest["recommendations"]]
-    assert time == sorted(time)
+    assert time[0] <= min(time) * 1.1  # within the band of the fastest, the smaller footprint
     cost = [r["cost"]["per_unit_usd"] for r in value["recommendations"]]
-    assert cost[0] == min(cost)
+    assert cost[0] <= max(min(cost) * 1.1, min(cost) + 1.0)
+    band = [r for r in value["recommendations"] if r["cost"]["per_unit_usd"] <= cost[0]]
+    top = value["recommendations"][0]
+    assert all((top["deployment"]["instances"], top["count"])
+               <= (r["deployment"]["instances"], r["count"]) for r in band)  # fmt: skip
     assert fastest["recommendations"][0]["gpu"] != value["recommendations"][0]["gpu"]
     assert any(r["pareto"] for r in value["recommendations"])
 
@@ -153,10 +176,10 @@ def test_a_hybrid_owns_the_baseline_and_rents_the_bursts(client: FlaskClient) ->
 def test_a_batch_that_only_fits_several_gpus_gets_gradient_accumulation_advice(
     client: FlaskClient,
 ) -> None:
-    big = {**GPT2, "workload": {**GPT2["workload"], "batch_size": 64}}
+    big = {**GPT2, "workload": {**GPT2["workload"], "batch_size": 512}}  # ~0.3 TB at once
     body = post(client, "/v1/recommendations", big)
     top = body["recommendations"][0]
-    assert top["layout"]["micro_batch_size"] == 64
+    assert top["layout"]["micro_batch_size"] == 512
     rules = [a["rule"] for a in body["advice"]]
     assert "gradient-accumulation" in rules, rules
     message = next(a["message"] for a in body["advice"] if a["rule"] == "gradient-accumulation")
@@ -181,9 +204,11 @@ def test_serving_an_llm_splits_it_over_tensor_parallel_groups(client: FlaskClien
     for rec in body["recommendations"]:
         layout, est = rec["layout"], rec["estimate"]
         per_gpu_weights = 70.6e9 * 2 / layout["tensor_parallel"] / 1e9
-        assert per_gpu_weights < rec["vram_gb"] * 1.074  # the weights fit the group
+        assert per_gpu_weights < rec["vram_gib"] * 1.074  # the weights (GB) fit the group
         assert rec["count"] == layout["tensor_parallel"] * layout["data_parallel"]
-        assert est["memory_per_gpu_gb"] <= rec["vram_gb"] * 1.074
+        assert est["memory_per_gpu_gib"] <= rec["vram_gib"]
+        # a tensor-parallel group stays inside one instance
+        assert layout["tensor_parallel"] <= rec["deployment"]["gpus_per_instance"]
         serving = est["serving"]
         assert 1 <= serving["concurrency"] <= serving["max_concurrency"]
         assert serving["time_per_output_token_s"] > 0
