@@ -33,6 +33,7 @@ twice per layer; the KV cache left after the weights bounds the concurrency.
 from __future__ import annotations
 
 import functools
+import heapq
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
@@ -385,8 +386,9 @@ def _group_link(net: Network, span: int, stride: int = 1) -> scaling.Link:
     bandwidth = min(net.intra.bandwidth_gb_per_s, net.inter.bandwidth_gb_per_s * members)
     if members == 1:
         return net.inter
-    why = f"{net.inter.why}, {members} ports per node in parallel"
-    return replace(net.inter, bandwidth_gb_per_s=bandwidth, why=why)
+    inter = net.inter
+    why = f"{inter.why}, {members} ports per node in parallel"
+    return scaling.Link(inter.id, inter.name, bandwidth, inter.latency_us, inter.p2p, why)
 
 
 @dataclass(frozen=True, slots=True)
@@ -465,6 +467,17 @@ def _data_parallel(x: _Micro, params: scaling.Params) -> LinkUse | None:
     """Gradients reduced over the data- and context-parallel ranks as the ZeRO stage does
     it, hidden behind the computation it overlaps, which it slows by
     :data:`OVERLAP_SLOWDOWN` meanwhile."""
+    found = _data_parallel_terms(x, params)
+    if found is None:
+        return None
+    link, volume, time_s, exposed, window = found
+    return LinkUse("data", link, volume, time_s, exposed, window)
+
+
+def _data_parallel_terms(
+    x: _Micro, params: scaling.Params
+) -> tuple[scaling.Link, float, float, float, float] | None:
+    """:func:`_data_parallel`'s link, volume, time, exposed time and window."""
     lay = x.layout
     t, p, m = lay.tensor_parallel, lay.pipeline_parallel, lay.gradient_accumulation
     ranks = lay.shard_group
@@ -492,8 +505,7 @@ def _data_parallel(x: _Micro, params: scaling.Params) -> LinkUse | None:
         hops = 2 * max(1, math.ceil(grads / scaling.DDP_BUCKET_BYTES))
     time_s = _ring(volume, ranks, link, x.share, hops * (m if lay.zero_stage >= 2 else 1))
     hidden = min(time_s, window)
-    exposed = time_s - hidden + OVERLAP_SLOWDOWN * hidden
-    return LinkUse("data", link, volume, time_s, exposed, window)
+    return link, volume, time_s, time_s - hidden + OVERLAP_SLOWDOWN * hidden, window
 
 
 @functools.lru_cache(maxsize=4096)
@@ -544,15 +556,58 @@ def _bubble(layout: Layout, micro_s: float) -> float:
     return (layout.pipeline_parallel - 1) / layout.virtual_stages * micro_s
 
 
+# forward, backward, recompute, optimizer and host time of a layout's step, and the most
+# samples a second its computation allows (no traffic)
+Parts = tuple[float, float, float, float, float, float]
+
+
+def _parts(
+    layout: Layout, profile: StepProfile, shape: ModelShape | None, done: Work, net: Network,
+    params: scaling.Params, memo: dict[int, Parts] | None,
+) -> Parts:  # fmt: skip
+    """A layout's computation, its optimizer and host time and the rate they bound it to:
+    the same on every network (the GPU's SMs aside), so kept in ``memo`` by the layout's
+    identity where one is given (a caller that plans one GPU on several networks keeps its
+    layout tables alive meanwhile)."""
+    if memo is not None:
+        found = memo.get(id(layout))
+        if found is not None:
+            return found
+    forward, backward, recompute = _computed(layout, profile, shape, done, net)
+    optimizer, host = _outside(layout, profile, done, params)
+    busy = forward + backward + recompute
+    m = layout.gradient_accumulation
+    step = busy * m + _bubble(layout, busy) + optimizer + host
+    samples = profile.samples_per_step * m * layout.data_parallel
+    out = (forward, backward, recompute, optimizer, host,
+           samples / step if step > 0 else math.inf)  # fmt: skip
+    if memo is not None:
+        memo[id(layout)] = out
+    return out
+
+
 def _rate_bound(
     layout: Layout, profile: StepProfile, shape: ModelShape | None, done: Work, net: Network,
-    params: scaling.Params = scaling.DEFAULT,
+    params: scaling.Params = scaling.DEFAULT, memo: dict[int, Parts] | None = None,
+    traffic: bool = True,
 ) -> float:  # fmt: skip
     """Samples per second ``layout`` cannot exceed: :func:`layout_step` without its
-    communication (which only adds time)."""
-    busy = sum(_computed(layout, profile, shape, done, net))
+    tensor-, context- and pipeline-parallel traffic (which only add time); the exposed
+    data-parallel traffic, which it adds as it is, included (over a slow network between
+    instances it is most of the step, and the bound then tells layouts apart); without
+    ``traffic``, a looser bound that costs next to nothing once ``memo`` holds the parts."""
+    forward, backward, recompute, optimizer, host, loose = _parts(
+        layout, profile, shape, done, net, params, memo
+    )
+    if not traffic or layout.shard_group == 1:
+        return loose
+    busy = forward + backward + recompute
     m = layout.gradient_accumulation
-    step = busy * m + _bubble(layout, busy) + sum(_outside(layout, profile, done, params))
+    step = busy * m + _bubble(layout, busy) + optimizer + host
+    x = _Micro(layout, profile, shape, net, forward, backward, recompute,
+               params.bandwidth_share, ACTIVATION_BYTES.get(profile.precision, 2))  # fmt: skip
+    dp = _data_parallel_terms(x, params)
+    step += dp[3] if dp is not None else 0.0
     samples = profile.samples_per_step * m * layout.data_parallel
     return samples / step if step > 0 else math.inf
 
@@ -566,11 +621,14 @@ def layout_step(
     peak_flops: float,
     model_flops: float,
     params: scaling.Params = scaling.DEFAULT,
+    memo: dict[int, Parts] | None = None,
 ) -> LayoutStep:
     """The step of ``layout`` for a micro-batch of ``profile`` (``done``: its work on one
     GPU; ``model_flops``: its forward and backward FLOPs, whole model)."""
     m = layout.gradient_accumulation
-    forward, backward, recompute = _computed(layout, profile, shape, done, net)
+    forward, backward, recompute, optimizer, host, _ = _parts(
+        layout, profile, shape, done, net, params, memo
+    )
     x = _Micro(layout, profile, shape, net, forward, backward, recompute,
                params.bandwidth_share, ACTIVATION_BYTES.get(profile.precision, 2))  # fmt: skip
     found = (_tensor_parallel(x), _context_parallel(x), _pipeline_send(x)) if shape else ()
@@ -580,7 +638,6 @@ def layout_step(
         forward + backward + recompute + (exposed.get("tensor", 0) + exposed.get("context", 0)) / m
     )
     bubble = _bubble(layout, micro)
-    optimizer, host = _outside(layout, profile, done, params)
     send, dp = exposed.get("pipeline", 0.0), exposed.get("data", 0.0)
     step = micro * m + bubble + send + dp + optimizer + host
     d = layout.data_parallel
@@ -656,14 +713,16 @@ def plan_layout(
     usable_bytes: float,
     held: LayoutMemory | None = None,
     flops: float | None = None,
+    memo: dict[int, Parts] | None = None,
 ) -> Planned:
     """A layout's memory (``held`` where already counted) and step (``flops``:
-    :func:`model_flops` of ``profile``, where already counted)."""
+    :func:`model_flops` of ``profile``, where already counted; ``memo``: see
+    :func:`_parts`)."""
     if held is None:
         held = memory_per_gpu(profile.memory, layout, shape, profile.trains)
     if flops is None:
         flops = model_flops(profile)
-    step = layout_step(layout, profile, shape, done, net, mode.tensor_flops, flops)
+    step = layout_step(layout, profile, shape, done, net, mode.tensor_flops, flops, memo=memo)
     return Planned(layout, held, usable_bytes, step)
 
 
@@ -773,24 +832,36 @@ def fastest_fitting(
     mode: MathMode,
     usable_bytes: float,
     sized: Sequence[tuple[Layout, LayoutMemory]],
+    memo: dict[int, Parts] | None = None,
 ) -> Planned | None:
     """The first of :func:`planned_at` where it fits ``usable_bytes`` (the fastest fitting
     layout; at equal throughput the one holding less memory), found without timing every
     layout: the fitting ones are timed from the highest bound on their throughput down
     (:func:`_rate_bound`), until the fastest found beats every bound left."""
     flops = model_flops(profile)
-    bounded = []
+    # best bound first: each layout bounded loosely (its computation alone, kept in
+    # ``memo``), then tightly (its data-parallel traffic added), then timed, each only
+    # while its bound is still above the fastest timed so far
+    heap: list[tuple[float, int, int, Layout, LayoutMemory]] = []
     for index, (layout, held) in enumerate(sized):
         if held.total_bytes > usable_bytes:
             break  # least memory first: none after fits either
-        bounded.append((-_rate_bound(layout, profile, shape, done, net), index, layout, held))
-    bounded.sort(key=lambda row: (row[0], row[1]))
+        loose = _rate_bound(layout, profile, shape, done, net, memo=memo, traffic=False)
+        heap.append((-loose, index, 0, layout, held))
+    heapq.heapify(heap)
     best: tuple[float, float, int] | None = None
     found: Planned | None = None
-    for negative_bound, index, layout, held in bounded:
+    while heap:
+        negative_bound, index, level, layout, held = heapq.heappop(heap)
         if best is not None and -negative_bound < -best[0] * (1 - 1e-9):
             break
-        planned = plan_layout(layout, profile, shape, done, net, mode, usable_bytes, held, flops)
+        if level == 0 and layout.shard_group > 1:
+            tight = _rate_bound(layout, profile, shape, done, net, memo=memo)
+            heapq.heappush(heap, (-tight, index, 1, layout, held))
+            continue
+        planned = plan_layout(
+            layout, profile, shape, done, net, mode, usable_bytes, held, flops, memo
+        )
         key = (-planned.step.samples_per_s, planned.memory.total_bytes, index)
         if best is None or key < best:
             best, found = key, planned

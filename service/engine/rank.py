@@ -37,6 +37,7 @@ from service.engine.job import Energy, JobTime, Sizes
 from service.engine.layout import Layout, LayoutMemory, ModelShape
 from service.engine.parallel import (
     Network,
+    Parts,
     Planned,
     fastest_fitting,
     layout_inference,
@@ -297,12 +298,16 @@ def _described_runs(
         """Every layout of ``n`` GPUs in instances of ``per_node``; without peer-to-peer
         between them, none that splits a layer or a sequence (tensor and context
         parallelism exchange activations inside every layer: NCCL needs P2P for them)."""
+        per_node = min(per_node, n)  # a layout compares its degrees with the node's GPUs
         if (n, per_node, p2p) not in tables:
-            table = sized_at(n, profile, shape, per_node, batch) if p2p else [
-                x for x in sized(n, per_node, True)
-                if x[0].tensor_parallel == 1 and x[0].context_parallel == 1
+            if (n, n, True) not in tables:  # every layout, tensor parallelism up to n
+                tables[n, n, True] = sized_at(n, profile, shape, n, batch)
+            # the node's GPUs bound only the tensor-parallel degree (layout.check)
+            tables[n, per_node, p2p] = [
+                x for x in tables[n, n, True]
+                if x[0].tensor_parallel <= per_node
+                and (p2p or (x[0].tensor_parallel == 1 and x[0].context_parallel == 1))
             ]  # fmt: skip
-            tables[n, per_node, p2p] = table
         return tables[n, per_node, p2p]
 
     runs = []
@@ -318,21 +323,41 @@ def _described_runs(
         for site in found_sites:
             groups.setdefault(site.topology, []).append(site)
         planned, split_only = 0, False
+        plans: dict[tuple[Any, ...], Planned | None] = {}
+        parts: dict[int, Parts] = {}  # each layout's computation on this GPU, any network
         for group in groups.values():
             net = group[0].network
+            rate = 0.0  # the best rate at a smaller count on this topology
             for n in _counts(max_gpus, group):
                 table = sized(n, net.gpus_per_node, net.intra.p2p)
                 if not table or table[0][1].total_bytes > usable:
                     whole = sized(n, net.gpus_per_node, True)
                     split_only |= bool(whole) and whole[0][1].total_bytes <= usable
                     continue
-                found = fastest_fitting(profile, shape, done, net, mode, usable, table)
+                # n GPUs inside one instance never cross the network between instances:
+                # every topology with the same link inside plans them alike
+                inside = (net.intra.bandwidth_gb_per_s, net.intra.latency_us, net.intra.p2p)
+                between = (net.inter.bandwidth_gb_per_s, net.inter.latency_us)
+                key = (n, min(n, net.gpus_per_node), inside,
+                       between if n > net.gpus_per_node else None)  # fmt: skip
+                if key not in plans:
+                    plans[key] = fastest_fitting(
+                        profile, shape, done, net, mode, usable, table, parts
+                    )
+                found = plans[key]
                 if found is None:
                     continue
+                if n > net.gpus_per_node and found.step.samples_per_s <= rate:
+                    break  # more instances no longer run it faster: nor will still more
+                gain = found.step.samples_per_s / rate if rate else math.inf
+                rate = max(rate, found.step.samples_per_s)
                 planned += 1
                 here = tuple(x for x in group if x.admits(n))
                 runs.append(Run(gpu, n, found, found.step.step_s, found.step.samples_per_s,
                                 job, None, here))  # fmt: skip
+                least = MIN_DOUBLING_GAIN if net.inter.p2p else MIN_DOUBLING_GAIN_TCP
+                if n >= net.gpus_per_node and gain < least:
+                    break  # the network already binds: a larger count costs more per job
         if not planned and split_only:
             excluded.append({"gpu": gpu.id, "reasons": [_reason(
                 "tensor-parallel-needs-p2p", f"fits {gpu.memory_gb:g} GB GPUs only with its "
@@ -346,6 +371,13 @@ def _described_runs(
     return runs
 
 
+# A topology is planned at larger counts while doubling the GPUs still speeds the job up
+# by a quarter: past that, each doubling costs 60% more a job and saves under a fifth of
+# its time, and over a network that already binds it only gets worse
+MIN_DOUBLING_GAIN = 1.25
+# over a network without RDMA (TCP sockets, the internet) a half: such a spread is never
+# the fastest way, and below that it is not the cheapest either
+MIN_DOUBLING_GAIN_TCP = 1.5
 RUNS_KEPT = 64  # planned runs kept per process, for requests that differ in constraints
 _runs: OrderedDict[tuple[Any, ...], tuple[list[Run], list[dict[str, Any]]]] = OrderedDict()
 _runs_lock = threading.Lock()
@@ -609,9 +641,10 @@ def _deployments(
     steady = s.usage.pattern == "steady"
     units = run.job_samples or UNIT_SAMPLES
     out = []
+    run_bound = _run_bound(run)
     for site in run.sites:
         instances = site.instances(run.count)
-        rate, bound = run.samples_per_s, _run_bound(run)
+        rate, bound = run.samples_per_s, run_bound
         fed = _fed_rate(s, site, run.count, rate) if run.planned is not None else None
         if fed is not None:
             rate, bound = fed, "input"
@@ -656,7 +689,7 @@ def _deployments(
                     usage=usage, served=run.served,
                 ))  # fmt: skip
             continue
-        params = cost.onprem_parameters(k, overrides, run.gpu, run.count)
+        params = _onprem_parameters(k, overrides, run.gpu, run.count)
         jt = timed("owned")
         usage = cost.usage_from(s.usage, jt.hours * run.count)
         own = cost.on_premise(run.gpu, run.count, usage, params)
@@ -675,6 +708,20 @@ def _deployments(
     if not out:
         excluded.append({**_no_site(run.gpu, s), "count": run.count})
     return out
+
+
+def _onprem_parameters(
+    knowledge: Knowledge, overrides: Mapping[str, float], gpu: Gpu, count: int
+) -> dict[str, cost.Parameter]:
+    """:func:`cost.onprem_parameters`, kept with the knowledge for the same GPU and count
+    where the request overrides nothing."""
+    if overrides:  # a request's own figures: not kept (they would pile up)
+        return cost.onprem_parameters(knowledge, overrides, gpu, count)
+    key = ("onprem_parameters", gpu.id, count)
+    found = knowledge.derived.get(key)
+    if found is None:
+        found = knowledge.derived[key] = cost.onprem_parameters(knowledge, overrides, gpu, count)
+    return dict(found)
 
 
 def _run_bound(run: Run) -> str:
@@ -770,14 +817,24 @@ def _compare(kept: Sequence[Candidate]) -> None:
 
 
 def _pareto(kept: Sequence[Candidate]) -> None:
-    """Mark the candidates no other beats on both time and cost per unit of work."""
-    for c in kept:
-        c.pareto = not any(
-            o.hours_per_unit <= c.hours_per_unit
-            and o.unit_cost_usd <= c.unit_cost_usd
-            and (o.hours_per_unit < c.hours_per_unit or o.unit_cost_usd < c.unit_cost_usd)
-            for o in kept
-        )
+    """Mark the candidates no other beats on both time and cost per unit of work (one pass
+    over them in order of time, then cost: a candidate is on the front when it is cheaper
+    than every faster one)."""
+    cheapest = math.inf
+    ordered_by_time = sorted(kept, key=lambda c: (c.hours_per_unit, c.unit_cost_usd))
+    i = 0
+    while i < len(ordered_by_time):  # candidates of equal time are judged together
+        j = i
+        while j < len(ordered_by_time) and (
+            ordered_by_time[j].hours_per_unit == ordered_by_time[i].hours_per_unit
+        ):
+            j += 1
+        tied = ordered_by_time[i:j]
+        least = tied[0].unit_cost_usd  # sorted by cost within the tie
+        for c in tied:
+            c.pareto = c.unit_cost_usd < cheapest and c.unit_cost_usd == least
+        cheapest = min(cheapest, least)
+        i = j
 
 
 def _catalog(
