@@ -12,28 +12,61 @@ from service import create_app
 QUESTIONS: dict[str, dict[str, Any]] = {
     "qlora-llama-3-8b": {
         "model": {"name": "llama-3-8b"},
-        "workload": {"task": "fine-tuning", "method": "qlora", "batch_size": 4, "seq_len": 2048,
-                     "precision": "bf16", "dataset_tokens": 20_000_000, "epochs": 1},
+        "workload": {
+            "task": "fine-tuning",
+            "method": "qlora",
+            "batch_size": 4,
+            "seq_len": 2048,
+            "precision": "bf16",
+            "dataset_tokens": 20_000_000,
+            "epochs": 1,
+        },
     },
     "bert-base-squad": {
         "model": {"name": "bert-base"},
-        "workload": {"task": "fine-tuning", "batch_size": 32, "seq_len": 384,
-                     "precision": "bf16", "dataset_samples": 88_000, "epochs": 2},
+        "workload": {
+            "task": "fine-tuning",
+            "batch_size": 32,
+            "seq_len": 384,
+            "precision": "bf16",
+            "dataset_samples": 88_000,
+            "epochs": 2,
+        },
     },
     "lora-llama-3-70b": {
         "model": {"name": "llama-3-70b"},
-        "workload": {"task": "fine-tuning", "method": "lora", "batch_size": 1, "seq_len": 4096,
-                     "precision": "bf16", "dataset_tokens": 50_000_000, "epochs": 1},
+        "workload": {
+            "task": "fine-tuning",
+            "method": "lora",
+            "batch_size": 1,
+            "seq_len": 4096,
+            "precision": "bf16",
+            "dataset_tokens": 50_000_000,
+            "epochs": 1,
+        },
     },
     "resnet-50-imagenet": {
         "model": {"name": "resnet-50"},
-        "workload": {"task": "training", "batch_size": 256, "precision": "bf16",
-                     "optimizer": "sgd+momentum", "dataset_samples": 1_281_167, "epochs": 90},
+        "workload": {
+            "task": "training",
+            "batch_size": 256,
+            "precision": "bf16",
+            "optimizer": "sgd+momentum",
+            "dataset_samples": 1_281_167,
+            "epochs": 90,
+        },
     },
     "llama-3-8b-pretrain": {
         "model": {"name": "llama-3-8b"},
-        "workload": {"task": "training", "batch_size": 1, "seq_len": 4096, "precision": "bf16",
-                     "optimizer": "adamw", "dataset_tokens": 10_000_000_000, "epochs": 1},
+        "workload": {
+            "task": "training",
+            "batch_size": 1,
+            "seq_len": 4096,
+            "precision": "bf16",
+            "optimizer": "adamw",
+            "dataset_tokens": 10_000_000_000,
+            "epochs": 1,
+        },
         "constraints": {"max_gpus": 64},
     },
 }
@@ -42,16 +75,22 @@ QUESTIONS: dict[str, dict[str, Any]] = {
 def line(rec: dict[str, Any]) -> str:
     dep = rec["deployment"]
     if isinstance(dep, dict):  # after issue 27
-        where = (f"{dep['instances']} x {dep.get('instance_type') or dep.get('server_design')}"
-                 f" ({dep['provider']}, {dep['pricing']})")
+        where = (
+            f"{dep['instances']} x {dep.get('instance_type') or dep.get('server_design')}"
+            f" ({dep['provider']}, {dep['pricing']})"
+        )
         hours = rec["job"]["hours"]
     else:
         offer = rec.get("offer") or {}
-        where = (f"{offer.get('instances', rec.get('nodes'))} x "
-                 f"{offer.get('instance_type', 'server')} ({offer.get('provider', dep)})")
+        where = (
+            f"{offer.get('instances', rec.get('nodes'))} x "
+            f"{offer.get('instance_type', 'server')} ({offer.get('provider', dep)})"
+        )
         hours = rec["estimate"]["hours_per_unit"]
-    return (f"{rec['count']} x {rec['gpu_name']} as {where}: {hours:.3g} h, "
-            f"{rec['cost']['per_unit_usd']:.3g} USD")
+    return (
+        f"{rec['count']} x {rec['gpu_name']} as {where}: {hours:.3g} h, "
+        f"{rec['cost']['per_unit_usd']:.3g} USD"
+    )
 
 
 def main() -> None:

@@ -121,14 +121,18 @@ class RecommendationRequestSchema(Schema):
     value_of_time_usd_per_hour = fields.Float(
         load_default=0.0,
         validate=validate.Range(min=0, max=1e7),
-        metadata={"description": "what an hour of waiting for the result costs the team: "
-                  "added to each candidate's cost per hour of its job (best_value, cheapest)"},
+        metadata={
+            "description": "what an hour of waiting for the result costs the team: "
+            "added to each candidate's cost per hour of its job (best_value, cheapest)"
+        },
     )
     tie_breaker = fields.String(
         load_default="footprint",
         validate=validate.OneOf(rank.TIE_BREAKERS),
-        metadata={"description": "among candidates within 5% of the best score: footprint "
-                  "(fewer instances, GPUs, then the shorter job), carbon or time"},
+        metadata={
+            "description": "among candidates within 5% of the best score: footprint "
+            "(fewer instances, GPUs, then the shorter job), carbon or time"
+        },
     )
     global_batch_size = fields.Integer(validate=validate.Range(1, 10_000_000))
     weight_precision = layout_options()["weight_precision"]

@@ -318,7 +318,7 @@ def _described_runs(
             excluded.append(_no_site(gpu, s))
             continue
         done = work(profile, gpu, mode, stack, model.step_model)
-        usable = gpu.memory_gb * 2**30 * USABLE_MEMORY_SHARE
+        usable = gpu.memory_gb * 2**30 * USABLE_MEMORY_SHARE * TRAINING_MEMORY_MARGIN
         groups: dict[tuple[Any, ...], list[Site]] = {}
         for site in found_sites:
             groups.setdefault(site.topology, []).append(site)
@@ -378,6 +378,11 @@ MIN_DOUBLING_GAIN = 1.25
 # over a network without RDMA (TCP sockets, the internet) a half: such a spread is never
 # the fastest way, and below that it is not the cheapest either
 MIN_DOUBLING_GAIN_TCP = 1.5
+# What a recommended training layout may hold of the GPU's usable memory: the caching
+# allocator reserves more than it hands out (fragmentation), and NCCL's buffers and the
+# CUDA context are not in the step's count; a layout planned to the last byte runs out
+# of memory in practice (PyTorch's CUDA memory notes: reserved exceeds allocated)
+TRAINING_MEMORY_MARGIN = 0.9
 RUNS_KEPT = 64  # planned runs kept per process, for requests that differ in constraints
 _runs: OrderedDict[tuple[Any, ...], tuple[list[Run], list[dict[str, Any]]]] = OrderedDict()
 _runs_lock = threading.Lock()
@@ -870,9 +875,11 @@ TIE_BREAKERS = ("footprint", "carbon", "time")
 
 def ordered(kept: Sequence[Candidate], s: Setting) -> list[Candidate]:
     """``kept`` best first: by the objective's score; among those within the band of the
-    best, the request's tie-breaker decides. By default the smaller footprint: fewer
-    instances, then fewer GPUs; among equal footprints the fastest (times within
-    :data:`BAND` of each other count as equal, the better score first)."""
+    best (less any another clearly beats), the request's tie-breaker decides. By default
+    the smaller footprint: fewer instances, then one GPU before several (a single-GPU job
+    needs no distributed setup; four GPUs or eight in one machine are the same work); among
+    equal footprints the fastest (times within :data:`BAND` of each other count as equal,
+    the better score first)."""
 
     def score(c: Candidate) -> tuple[float, float]:
         return c.score(s.objective, s.time_value)
@@ -888,6 +895,10 @@ def ordered(kept: Sequence[Candidate], s: Setting) -> list[Candidate]:
         limit = max(limit, best + BAND_USD * runs)
     cut = next((i for i, c in enumerate(scored) if score(c)[0] > limit), len(scored))
     band, rest = scored[:cut], scored[cut:]
+    # one clearly beaten by another in the band never wins on its footprint
+    front = _front(band, score)
+    rest = sorted((c for c in band if c not in front), key=score) + rest
+    band = front
     tie = s.request.tie_breaker
     if tie == "carbon":
         band.sort(key=lambda c: (c.energy.kg_co2e, c.instances, c.count, score(c)))
@@ -898,10 +909,35 @@ def ordered(kept: Sequence[Candidate], s: Setting) -> list[Candidate]:
     return band + rest
 
 
+# A candidate is clearly beaten by another on no more instances that costs no more and
+# whose GPUs each do at least this many times its GPUs' work: it is then not the smaller
+# footprint, only the slower GPU (two cards where four of a faster kind finish in a
+# quarter of the time for the same money)
+CLEARLY_FASTER_PER_GPU = 1.5
+
+
+def _front(band: Sequence[Candidate], score: Any) -> list[Candidate]:
+    """The candidates of ``band`` that no other in it clearly beats."""
+
+    def per_gpu(c: Candidate) -> float:  # units of work a GPU-hour
+        return 1.0 / (c.hours_per_unit * c.count)
+
+    out = []
+    for c in band:
+        if not any(
+            o.instances <= c.instances
+            and score(o)[0] <= score(c)[0]
+            and per_gpu(o) >= CLEARLY_FASTER_PER_GPU * per_gpu(c)
+            for o in band
+        ):
+            out.append(c)
+    return out
+
+
 def _by_footprint(band: Sequence[Candidate], score: Any) -> list[Candidate]:
-    groups: dict[tuple[int, int], list[Candidate]] = {}
-    for c in sorted(band, key=lambda c: (c.instances, c.count)):
-        groups.setdefault((c.instances, c.count), []).append(c)
+    groups: dict[tuple[int, bool], list[Candidate]] = {}
+    for c in sorted(band, key=lambda c: (c.instances, c.count > 1)):
+        groups.setdefault((c.instances, c.count > 1), []).append(c)
     out = []
     for group in groups.values():
         fastest = min(c.hours_per_unit for c in group)
@@ -932,7 +968,9 @@ def why_first(shown: Sequence[Candidate], s: Setting, best: float) -> str | None
     what, unit = {"fastest": ("job time", "h"), "cheapest": ("spend over the horizon", "USD")}.get(
         s.objective, ("cost per job", "USD")
     )
-    if theirs < mine or (top.instances, top.count) < (two.instances, two.count):
+    if theirs < mine or (
+        mine == theirs and (top.instances, top.count) != (two.instances, two.count)
+    ):
         tie = s.request.tie_breaker
         if tie == "carbon":
             edge = f"{top.energy.kg_co2e:.3g} kg CO2e against {two.energy.kg_co2e:.3g}"
@@ -945,10 +983,14 @@ def why_first(shown: Sequence[Candidate], s: Setting, best: float) -> str | None
                 f"{BAND_USD:g} USD) of the best ({best:,.4g} {unit}); it beats the runner-up, "
                 f"{_describe(two)} at {theirs:,.4g} {unit}, on {edge}")  # fmt: skip
     if s.objective == "fastest":
-        return (f"{_describe(top)} finishes in {top.hours_per_unit:.3g} h against "
-                f"{two.hours_per_unit:.3g} h for {_describe(two)}")
-    return (f"{_describe(top)}: {what} {mine:,.4g} {unit} against {theirs:,.4g} for "
-            f"{_describe(two)} ({theirs / mine - 1:+.0%})")
+        return (
+            f"{_describe(top)} finishes in {top.hours_per_unit:.3g} h against "
+            f"{two.hours_per_unit:.3g} h for {_describe(two)}"
+        )
+    return (
+        f"{_describe(top)}: {what} {mine:,.4g} {unit} against {theirs:,.4g} for "
+        f"{_describe(two)} ({theirs / mine - 1:+.0%})"
+    )
 
 
 def recommend(service: EstimateService, request: RecommendationRequest) -> dict[str, Any]:

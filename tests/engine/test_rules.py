@@ -62,8 +62,11 @@ FIRING: dict[str, dict[str, Any]] = {
     "multi-node-fabric": {"deployment": "on-premise", "nodes": 2.0},
     "marketplace-hosts-share-no-fabric": {"marketplace": True, "instances": 2.0},
     "max-emissions": {"max_kg_co2e": 10.0},
-    "owned-for-a-few-hours": {"objective": "fastest", "deployment": "on-premise",
-                              "utilisation": 0.01},
+    "owned-for-a-few-hours": {
+        "objective": "fastest",
+        "deployment": "on-premise",
+        "utilisation": 0.01,
+    },
     "multi-instance-cloud": {"instances": 4.0},
     "previous-generation-close": {
         "gpu_id": "a100-sxm4-80gb",

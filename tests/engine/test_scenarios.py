@@ -215,8 +215,9 @@ def test_the_scenarios_are_well_formed(scenario_app: Flask) -> None:
             body = load_request(scenario_app, scenario["request"])
         except ValidationError as exc:
             pytest.fail(f"{name}: the request does not load: {exc.messages}")
-        tasks.add(body["workload"].task)
-        methods.add(body["workload"].method)
+        assert body.workload is not None, name
+        tasks.add(body.workload.task)
+        methods.add(body.workload.method)
         for key, wanted in scenario["expect"].items():
             assert key in RANGES or key in FLAGS, f"{name}: unknown expect field {key}"
             if key in RANGES:

@@ -55,8 +55,11 @@ def test_llama_70b_full_fine_tuning_gets_a_sharded_layout_on_nvlink(client: Flas
         assert between["gb_per_s"] > 0
     job = top["job"]
     assert job["hours"] == pytest.approx(
-        job["start_up_hours"] + job["staging_hours"] + job["steps_hours"]
-        + job["checkpoint_hours"] + job["restart_hours"]
+        job["start_up_hours"]
+        + job["staging_hours"]
+        + job["steps_hours"]
+        + job["checkpoint_hours"]
+        + job["restart_hours"]
     )
     assert job["checkpoints"] >= 1
     assert top["energy"]["kwh"] > 0
