@@ -334,12 +334,7 @@ def _described_runs(
                     whole = sized(n, net.gpus_per_node, True)
                     split_only |= bool(whole) and whole[0][1].total_bytes <= usable
                     continue
-                # n GPUs inside one instance never cross the network between instances:
-                # every topology with the same link inside plans them alike
-                inside = (net.intra.bandwidth_gb_per_s, net.intra.latency_us, net.intra.p2p)
-                between = (net.inter.bandwidth_gb_per_s, net.inter.latency_us)
-                key = (n, min(n, net.gpus_per_node), inside,
-                       between if n > net.gpus_per_node else None)  # fmt: skip
+                key = _plan_key(n, net)
                 if key not in plans:
                     plans[key] = fastest_fitting(
                         profile, shape, done, net, mode, usable, table, parts
@@ -358,17 +353,33 @@ def _described_runs(
                 least = MIN_DOUBLING_GAIN if net.inter.p2p else MIN_DOUBLING_GAIN_TCP
                 if n >= net.gpus_per_node and gain < least:
                     break  # the network already binds: a larger count costs more per job
-        if not planned and split_only:
-            excluded.append({"gpu": gpu.id, "reasons": [_reason(
-                "tensor-parallel-needs-p2p", f"fits {gpu.memory_gb:g} GB GPUs only with its "
-                "layers split over GPUs (tensor or context parallelism), which needs "
-                f"peer-to-peer transfers that {gpu.name} does not do", PLANNER)]})  # fmt: skip
-        elif not planned:
-            excluded.append({"gpu": gpu.id, "reasons": [_reason(
-                "memory-fit", f"does not fit {gpu.memory_gb:g} GB GPUs under any layout up "
-                f"to {max_gpus} GPUs on any of its offers or server designs (tensor "
-                "parallelism stays inside an instance)", PLANNER)]})  # fmt: skip
+        if not planned:
+            excluded.append(_unplanned(gpu, split_only, max_gpus))
     return runs
+
+
+def _plan_key(n: int, net: Network) -> tuple[Any, ...]:
+    """What a plan of ``n`` GPUs depends on of ``net``: n GPUs inside one instance never
+    cross the network between instances, so every topology with the same link inside
+    plans them alike."""
+    inside = (net.intra.bandwidth_gb_per_s, net.intra.latency_us, net.intra.p2p)
+    between = (net.inter.bandwidth_gb_per_s, net.inter.latency_us)
+    return (n, min(n, net.gpus_per_node), inside,
+            between if n > net.gpus_per_node else None)  # fmt: skip
+
+
+def _unplanned(gpu: Gpu, split_only: bool, max_gpus: int) -> dict[str, Any]:
+    """Why no layout of ``gpu`` was planned: it fits only split where it cannot be, or not
+    at all."""
+    if split_only:
+        return {"gpu": gpu.id, "reasons": [_reason(
+            "tensor-parallel-needs-p2p", f"fits {gpu.memory_gb:g} GB GPUs only with its "
+            "layers split over GPUs (tensor or context parallelism), which needs "
+            f"peer-to-peer transfers that {gpu.name} does not do", PLANNER)]}  # fmt: skip
+    return {"gpu": gpu.id, "reasons": [_reason(
+        "memory-fit", f"does not fit {gpu.memory_gb:g} GB GPUs under any layout up to "
+        f"{max_gpus} GPUs on any of its offers or server designs, keeping a tenth free "
+        "(tensor parallelism stays inside an instance)", PLANNER)]}  # fmt: skip
 
 
 # A topology is planned at larger counts while doubling the GPUs still speeds the job up
