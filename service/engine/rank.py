@@ -344,18 +344,21 @@ def _described_runs(
                     continue
                 if n > net.gpus_per_node and found.step.samples_per_s <= rate:
                     break  # more instances no longer run it faster: nor will still more
-                gain = found.step.samples_per_s / rate if rate else math.inf
-                rate = max(rate, found.step.samples_per_s)
+                previous, rate = rate, max(rate, found.step.samples_per_s)
                 planned += 1
-                here = tuple(x for x in group if x.admits(n))
                 runs.append(Run(gpu, n, found, found.step.step_s, found.step.samples_per_s,
-                                job, None, here))  # fmt: skip
-                least = MIN_DOUBLING_GAIN if net.inter.p2p else MIN_DOUBLING_GAIN_TCP
-                if n >= net.gpus_per_node and gain < least:
+                                job, None, tuple(x for x in group if x.admits(n))))  # fmt: skip
+                if n >= net.gpus_per_node and not _grows(net, previous, rate):
                     break  # the network already binds: a larger count costs more per job
         if not planned:
             excluded.append(_unplanned(gpu, split_only, max_gpus))
     return runs
+
+
+def _grows(net: Network, before: float, now: float) -> bool:
+    """Whether doubling the GPUs on ``net`` sped the job up enough to try doubling again."""
+    least = MIN_DOUBLING_GAIN if net.inter.p2p else MIN_DOUBLING_GAIN_TCP
+    return not before or now >= least * before
 
 
 def _plan_key(n: int, net: Network) -> tuple[Any, ...]:
