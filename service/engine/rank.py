@@ -982,17 +982,17 @@ def why_first(shown: Sequence[Candidate], s: Setting, best: float) -> str | None
     what, unit = {"fastest": ("job time", "h"), "cheapest": ("spend over the horizon", "USD")}.get(
         s.objective, ("cost per job", "USD")
     )
-    if theirs < mine or (
-        mine == theirs and (top.instances, top.count) != (two.instances, two.count)
-    ):
+    same = (top.instances, top.count) == (two.instances, two.count)
+    if theirs < mine or mine > best * (1 + 1e-9) or (mine == theirs and not same):
         tie = s.request.tie_breaker
         if tie == "carbon":
             edge = f"{top.energy.kg_co2e:.3g} kg CO2e against {two.energy.kg_co2e:.3g}"
-        elif tie == "time" or (top.instances, top.count) == (two.instances, two.count):
-            edge = f"{top.hours_per_unit:.3g} h against {two.hours_per_unit:.3g}"
+        elif tie != "time" and top.instances < two.instances:
+            edge = f"{top.instances} instance(s) against {two.instances}"
+        elif tie != "time" and top.count == 1 < two.count:
+            edge = f"one GPU against {two.count}"
         else:
-            edge = (f"{top.instances} instance(s) and {top.count} GPU(s) against "
-                    f"{two.instances} and {two.count}")  # fmt: skip
+            edge = f"time, {top.hours_per_unit:.3g} h against {two.hours_per_unit:.3g}"
         return (f"{_describe(top)}: {what} {mine:,.4g} {unit}, within {BAND:.0%} (or "
                 f"{BAND_USD:g} USD) of the best ({best:,.4g} {unit}); it beats the runner-up, "
                 f"{_describe(two)} at {theirs:,.4g} {unit}, on {edge}")  # fmt: skip
