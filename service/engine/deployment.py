@@ -171,11 +171,14 @@ def onprem_site(
         rec = (scaling.server_network(knowledge, gpu) if design.network == "reference"
                else knowledge.interconnects[design.network])  # fmt: skip
         ports = gpi if design.network == "reference" else (design.network_ports_per_server or 1)
-        per_gpu = rec.bandwidth_gb_per_s_per_direction * ports / gpi
-        why = f"{design.name}: {ports} x {rec.name} per server, shared by its {gpi} GPUs"
-        between = scaling.Link(rec.id, rec.name, per_gpu, rec.latency_us, True, why)
+        rdma = rec.kind != "ethernet"  # plain Ethernet ports: NCCL over TCP sockets
+        share = 1.0 if rdma else TCP_SHARE
+        per_gpu = rec.bandwidth_gb_per_s_per_direction * ports / gpi * share
+        why = (f"{design.name}: {ports} x {rec.name} per server, shared by its {gpi} GPUs"
+               f"{'' if rdma else f' (without RDMA, {TCP_SHARE:.0%} of it reached)'}")  # fmt: skip
+        between = scaling.Link(rec.id, rec.name, per_gpu, rec.latency_us, rdma, why)
         fact = LinkFact("between", rec.id, f"{ports} x {rec.name}",
-                        rec.bandwidth_gb_per_s_per_direction * ports, rec.kind != "ethernet",
+                        rec.bandwidth_gb_per_s_per_direction * ports, rdma,
                         rec.sources[0] if rec.sources else "knowledge/data/interconnects.yaml",
                         rec.as_of.isoformat(), None)  # fmt: skip
         limit = None

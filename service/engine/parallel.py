@@ -32,6 +32,7 @@ twice per layer; the KV cache left after the weights bounds the concurrency.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import heapq
 import math
@@ -842,12 +843,13 @@ def fastest_fitting(
     # best bound first: each layout bounded loosely (its computation alone, kept in
     # ``memo``), then tightly (its data-parallel traffic added), then timed, each only
     # while its bound is still above the fastest timed so far
-    heap: list[tuple[float, int, int, Layout, LayoutMemory]] = []
-    for index, (layout, held) in enumerate(sized):
-        if held.total_bytes > usable_bytes:
-            break  # least memory first: none after fits either
-        loose = _rate_bound(layout, profile, shape, done, net, memo=memo, traffic=False)
-        heap.append((-loose, index, 0, layout, held))
+    # least memory first: those before the first that does not fit are the ones that do
+    fitting = bisect.bisect_right(sized, usable_bytes, key=lambda row: row[1].total_bytes)
+    params = scaling.DEFAULT
+    heap: list[tuple[float, int, int, Layout, LayoutMemory]] = [
+        (-_parts(layout, profile, shape, done, net, params, memo)[5], index, 0, layout, held)
+        for index, (layout, held) in enumerate(sized[:fitting])
+    ]
     heapq.heapify(heap)
     best: tuple[float, float, int] | None = None
     found: Planned | None = None
