@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from service import create_app
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_recommendations import BODY  # noqa: E402
 
 QUESTIONS: dict[str, dict[str, Any]] = {
     "qlora-llama-3-8b": {
@@ -56,19 +60,7 @@ QUESTIONS: dict[str, dict[str, Any]] = {
             "epochs": 90,
         },
     },
-    "llama-3-8b-pretrain": {
-        "model": {"name": "llama-3-8b"},
-        "workload": {
-            "task": "training",
-            "batch_size": 1,
-            "seq_len": 4096,
-            "precision": "bf16",
-            "optimizer": "adamw",
-            "dataset_tokens": 10_000_000_000,
-            "epochs": 1,
-        },
-        "constraints": {"max_gpus": 64},
-    },
+    "llama-3-8b-pretrain": BODY,  # the README's worked example
 }
 
 
