@@ -11,7 +11,7 @@ from typing import Any
 from service import create_app
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_recommendations import BODY  # noqa: E402
+from bench_recommendations import BODY
 
 QUESTIONS: dict[str, dict[str, Any]] = {
     "qlora-llama-3-8b": {
