@@ -69,9 +69,8 @@ class JobTime:
 
 
 def interruptions_per_hour(provider: Provider, pricing: str) -> float:
-    """How often one instance is taken away per hour at ``pricing``."""
-    if pricing == "owned":
-        return 0.0
+    """How often one instance (or owned server) is lost per hour at ``pricing``: spot
+    capacity taken back, a marketplace host gone, hardware failing."""
     fact = provider.spot_interruptions_per_hour if pricing == "spot" else (
         provider.on_demand_interruptions_per_hour)  # fmt: skip
     return float(fact.value)

@@ -451,7 +451,12 @@ def _pipeline_send(x: _Micro) -> LinkUse | None:
         return None
     t, c = lay.tensor_parallel, lay.context_parallel
     act = x.profile.tokens_per_step / c / t * x.shape.hidden * x.per_value  # sequence parallel
-    link = _group_link(x.net, t * c * lay.data_parallel + 1, x.net.gpus_per_node)
+    stage, node = t * c * lay.data_parallel, x.net.gpus_per_node
+    if stage < node < lay.gpus:  # stages smaller than a node, several nodes: the stage
+        # boundary at each node's edge crosses the network, its GPUs sharing the node's ports
+        link = _group_link(x.net, node + 1, max(1, node // stage))
+    else:
+        link = _group_link(x.net, stage + 1, node)
     volume = 2 * act * lay.gradient_accumulation * lay.virtual_stages
     time_s = volume / (link.bandwidth_gb_per_s * 1e9 * x.share)
     return LinkUse("pipeline", link, volume, time_s, time_s, 0.0)
