@@ -903,10 +903,8 @@ def ordered(kept: Sequence[Candidate], s: Setting) -> list[Candidate]:
         return []
     best = score(scored[0])[0]
     limit = best * (1 + BAND)
-    if s.objective != "fastest":  # a dollar a job: over the horizon, a dollar a run
-        first = scored[0]
-        runs = first.horizon_usd / first.unit_cost_usd if s.objective == "cheapest" else 1.0
-        limit = max(limit, best + BAND_USD * runs)
+    if s.objective == "best_value":  # cheapest means the least money, fastest the least time
+        limit = max(limit, best + BAND_USD)
     cut = next((i for i, c in enumerate(scored) if score(c)[0] > limit), len(scored))
     band, rest = scored[:cut], scored[cut:]
     # one clearly beaten by another in the band never wins on its footprint
@@ -993,9 +991,10 @@ def why_first(shown: Sequence[Candidate], s: Setting, best: float) -> str | None
             edge = f"one GPU against {two.count}"
         else:
             edge = f"time, {top.hours_per_unit:.3g} h against {two.hours_per_unit:.3g}"
-        return (f"{_describe(top)}: {what} {mine:,.4g} {unit}, within {BAND:.0%} (or "
-                f"{BAND_USD:g} USD) of the best ({best:,.4g} {unit}); it beats the runner-up, "
-                f"{_describe(two)} at {theirs:,.4g} {unit}, on {edge}")  # fmt: skip
+        floor = f" (or {BAND_USD:g} USD)" if s.objective == "best_value" else ""
+        return (f"{_describe(top)}: {what} {mine:,.4g} {unit}, within {BAND:.0%}{floor} of "
+                f"the best ({best:,.4g} {unit}); it beats the runner-up, {_describe(two)} at "
+                f"{theirs:,.4g} {unit}, on {edge}")  # fmt: skip
     if s.objective == "fastest":
         return (
             f"{_describe(top)} finishes in {top.hours_per_unit:.3g} h against "
