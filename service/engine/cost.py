@@ -133,12 +133,7 @@ def onprem_parameters(
     """The on-premise parameters for ``count`` x ``gpu``, by short name: the server kind
     its form factor and count call for, the power price of the region (US unless it
     starts with 'eu'), the rest as stored; then ``overrides``."""
-    if gpu.form_factor in ("sxm", "oam"):
-        server = "hgx_8gpu"
-    elif count <= 2 and gpu.segment != "datacenter":
-        server = "workstation"
-    else:
-        server = "pcie_4gpu" if count <= 4 else "pcie_8gpu"
+    server = server_kind(gpu, count)
     if region and region.lower().startswith("eu"):
         power = "eu_nonhousehold"
     else:  # a workstation sits in an office, a server in a data centre
@@ -246,6 +241,28 @@ class CloudCost:
 _Priced = tuple[Offer, OfferPrice, str, int, float, float]
 
 
+def admitted_rates(price: OfferPrice, interruptible: bool, steady: bool) -> list[tuple[str, float]]:
+    """The hourly rates of ``price`` a usage admits, by pricing: on demand; spot for
+    interruptible work; committed (reserved) for steady use."""
+    rates = [("on_demand", price.on_demand_usd_per_hour)]
+    if interruptible and price.spot_usd_per_hour is not None:
+        rates.append(("spot", price.spot_usd_per_hour))
+    if steady and price.reserved_usd_per_hour is not None:
+        rates.append(("reserved", price.reserved_usd_per_hour))
+    return rates
+
+
+def server_kind(gpu: Gpu, count: int) -> str:
+    """The server design ``count`` x ``gpu`` are bought in (an onprem.yaml
+    ``server_cost_usd_per_gpu_slot.<id>``): an 8-GPU baseboard for SXM and OAM parts, a
+    workstation for one or two consumer cards, else a 4- or 8-GPU PCIe server."""
+    if gpu.form_factor in ("sxm", "oam"):
+        return "hgx_8gpu"
+    if count <= 2 and gpu.segment != "datacenter":
+        return "workstation"
+    return "pcie_4gpu" if count <= 4 else "pcie_8gpu"
+
+
 def _priced(
     knowledge: Knowledge, gpu_id: str, count: int, usage: Usage,
     providers: Collection[str] | None, regions: Collection[str] | None,
@@ -259,12 +276,8 @@ def _priced(
         for price in offer.prices:
             if regions and price.region not in regions:
                 continue
-            rates = [("on_demand", price.on_demand_usd_per_hour)]
-            if usage.interruptible and price.spot_usd_per_hour is not None:
-                rates.append(("spot", price.spot_usd_per_hour))
-            if usage.pattern == "steady" and price.reserved_usd_per_hour is not None:
-                rates.append(("reserved", price.reserved_usd_per_hour))
-            for pricing, rate in rates:
+            for pricing, rate in admitted_rates(price, usage.interruptible,
+                                                usage.pattern == "steady"):  # fmt: skip
                 # A count that does not fill its last instance still pays for all of it.
                 per_gpu_hour = rate * instances / count
                 monthly = usage.gpu_hours_per_month * per_gpu_hour

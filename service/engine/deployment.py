@@ -26,7 +26,7 @@ from typing import Any
 
 from knowledge import Knowledge
 from knowledge.records import Gpu, Offer
-from service.engine import scaling
+from service.engine import cost, scaling
 from service.engine.parallel import Network
 
 # One message's latency between instances, by the network's kind (microseconds): RDMA
@@ -144,17 +144,11 @@ def cloud_site(knowledge: Knowledge, gpu: Gpu, offer: Offer) -> Site:
                 (inside_fact, between_fact), None, offer)  # fmt: skip
 
 
-def onprem_design(gpu: Gpu, count: int) -> str | None:
-    """The server design ``count`` x ``gpu`` are bought in: an 8-GPU baseboard for SXM and
-    OAM parts, a workstation for one or two consumer cards, else a 4- or 8-GPU PCIe
-    server; None for parts no design takes (superchips, laptop GPUs)."""
-    if gpu.form_factor in ("sxm", "oam"):
-        return "hgx_8gpu"
-    if gpu.form_factor != "pcie":
-        return None
-    if count <= 2 and gpu.segment != "datacenter":
-        return "workstation"
-    return "pcie_4gpu" if count <= 4 else "pcie_8gpu"
+def onprem_design(knowledge: Knowledge, gpu: Gpu, count: int) -> str | None:
+    """The server design ``count`` x ``gpu`` are bought in (:func:`cost.server_kind`), or
+    None where that design takes no GPU of its form factor (superchips, laptop GPUs)."""
+    design = cost.server_kind(gpu, count)
+    return design if gpu.form_factor in knowledge.server_designs[design].form_factors else None
 
 
 def onprem_site(
@@ -205,7 +199,7 @@ def sites(
     if allowed != "cloud" and onprem_priced:
         ranges: dict[str, tuple[int, int]] = {}
         for n in range(1, 9):  # beyond 8 GPUs, the 8-GPU design's servers multiply
-            design = onprem_design(gpu, n)
+            design = onprem_design(knowledge, gpu, n)
             if design is None:
                 break
             lo, _ = ranges.get(design, (n, n))

@@ -635,12 +635,7 @@ def _prices(
     for price in site.offer.prices:
         if regions and price.region not in regions:
             continue
-        rates = [("on_demand", price.on_demand_usd_per_hour)]
-        if interruptible and price.spot_usd_per_hour is not None:
-            rates.append(("spot", price.spot_usd_per_hour))
-        if steady and price.reserved_usd_per_hour is not None:
-            rates.append(("reserved", price.reserved_usd_per_hour))
-        for pricing, rate in rates:
+        for pricing, rate in cost.admitted_rates(price, interruptible, steady):
             if pricing not in best or rate < best[pricing][0]:
                 best[pricing] = (rate, price.region, price)
     return [(pricing, region, rate, price) for pricing, (rate, region, price) in best.items()]
