@@ -248,6 +248,8 @@ def resolve(model: Any, catalog: Any) -> ResolvedModel:
         raise InvalidDescription(
             "model", "must be an object: {name}, {hf_config}, {family} or {layers, input_shape}"
         )
+    if "model_type" in model and not {"name", "hf_config", "family"} & set(model):
+        return _unwrapped_hf_config(model)
     given = [k for k in ("name", "hf_config", "family") if k in model]
     if "family" not in given and isinstance(model.get("layers"), list):
         given.append("layers")
@@ -268,3 +270,14 @@ def resolve(model: Any, catalog: Any) -> ResolvedModel:
             raise InvalidDescription(f"model.{extra[0]}", "not allowed beside hf_config")
         return resolve_family(from_hf_config(model["hf_config"]))
     return resolve_family(model)
+
+
+def _unwrapped_hf_config(config: dict[str, Any]) -> ResolvedModel:
+    """A Hugging Face ``config.json`` sent as the model itself (it has ``model_type``), as
+    people have it: read as ``{"hf_config": config}``, its errors naming ``model.<key>``."""
+    try:
+        return resolve_family(from_hf_config(config))
+    except InvalidDescription as exc:
+        exc.field = exc.field.replace("model.hf_config", "model", 1)
+        exc.args = (f"{exc.field}: {exc.message}",)
+        raise

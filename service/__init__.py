@@ -19,7 +19,7 @@ from werkzeug.wrappers import Response
 from knowledge import load_knowledge
 from profiles.catalog import Catalog
 from profiles.trace.stream import Limits
-from service import api, errors, jobs, metrics, security
+from service import api, errors, jobs, metrics, security, web
 from service.cache import RedisCache, make_cache
 from service.compute import ComputePool, seen
 from service.config import load_settings
@@ -119,6 +119,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     metrics.init_app(app, figures)
     security.init_app(app, redis.connection_pool if redis is not None else None)
     api.init_app(app)
+    web.init_app(app)
 
     if settings["RIGHTSIZE_PROXY_HOPS"]:
         # behind a balancer every client has its address: the limits count per client only

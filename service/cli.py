@@ -586,3 +586,14 @@ def keys_revoke(key_id: str) -> None:
     if not _key_file().revoke(key_id):
         raise click.ClickException(f"no key {key_id!r} (see: rightsize keys list)")
     click.echo(f"revoked {key_id}")
+
+
+def _register_tools() -> None:
+    from service import commands
+    from service.mcp_server import mcp_command
+
+    commands.register(main)
+    main.add_command(mcp_command)
+
+
+_register_tools()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 import redis
 from flask import Flask
 from flask.testing import FlaskClient
+from werkzeug.serving import make_server
 
 from knowledge import Knowledge, load_knowledge
 from knowledge.derive import default_shared_root
@@ -87,3 +89,17 @@ def shared_data() -> Path:
             f"raw public data not found at {SHARED_DATA}; the project's own data covers this"
         )
     return SHARED_DATA
+
+
+@pytest.fixture(scope="module")
+def live_server() -> Iterator[str]:
+    """The app served over real HTTP on a free loopback port (threaded werkzeug, the
+    in-process cache): its base URL, e.g. ``http://127.0.0.1:41234``."""
+    server = make_server("127.0.0.1", 0, create_app({"TESTING": True}), threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)

@@ -11,15 +11,18 @@ from werkzeug.wrappers import Response
 
 from service import connection
 from service.api import (
+    ask,
     benchmarks,
     bodies,
     estimates,
+    exports,
     gpus,
     health,
     interconnects,
     jobs,
     models,
     offers,
+    operations,
     plans,
     profiles,
     recommendations,
@@ -41,6 +44,8 @@ BLUEPRINTS = (
     estimates.blp,
     plans.blp,
     recommendations.blp,
+    exports.blp,
+    ask.blp,
     jobs.blp,
 )
 API_VERSION = "0.1.0"
@@ -98,5 +103,6 @@ def init_app(app: Flask) -> Api:
     )
     for blueprint in BLUEPRINTS:
         api.register_blueprint(blueprint)
+    operations.document(api.spec)
     app.register_blueprint(_docs_assets())
     return api

@@ -89,6 +89,28 @@ class ServingSchema(Schema):
     batch_latency_s = _num("a batch's latency (models without decoding), s", True)
 
 
+class MemoryPartsSchema(Schema):
+    """What one GPU holds, GiB, by part: the parts sum to ``memory_per_gpu_gib``."""
+
+    parameters = _num("weights (serving: at the weights' precision)")
+    gradients = _num("gradients", True)
+    optimizer_states = _num("optimizer states and master weights", True)
+    activations = _num("activations kept for the backward pass (and their recomputation)", True)
+    kv_cache = _num("the KV cache (serving and decoding)", True)
+    other = _num("temporaries at the peak, gathered parameters, the CUDA context, less what "
+                 "is freed before the peak")  # fmt: skip
+
+
+class StepPartsSchema(Schema):
+    """A training step's seconds by part (they may overlap: the step is not their sum)."""
+
+    compute = _num("forward, backward (and recomputation) and the optimizer on the GPU")
+    communication = _num("tensor-, context-, pipeline- and data-parallel traffic not hidden")
+    pipeline_bubble = _num("pipeline stages waiting")
+    host = _num("launching kernels and the host's own work")
+    input = _num("what feeding the samples adds when the host's input rate is the ceiling")
+
+
 class EstimateAnswerSchema(Schema):
     step_time_s = _num("one optimizer step (training) or one request's latency (serving), s")
     samples_per_s = _num("samples (or requests) a second over all GPUs, the host's input "
@@ -100,6 +122,8 @@ class EstimateAnswerSchema(Schema):
     memory_headroom = _num("share of the GPU's usable memory left", True)
     mfu = _num("model FLOPs utilisation of the step (training), at the rate achieved", True)
     serving = fields.Nested(ServingSchema, allow_none=True)
+    memory_gib = fields.Nested(MemoryPartsSchema, allow_none=True)
+    step_parts_s = fields.Nested(StepPartsSchema, allow_none=True)
 
 
 class JobTimeSchema(Schema):

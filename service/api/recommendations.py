@@ -185,30 +185,48 @@ class Recommendations(MethodView):
     @blp.problem(503)
     def post(self, body: RecommendationRequest) -> Response:
         """Rank GPUs, counts, layouts and deployments for a workload, with costs and reasons"""
-        st = state()
-        raw = request.get_json()  # as sent: what the id hashes and the answer cites
-        service = st.layers.service(body.submitted_benchmarks)
-        ident = rank.request_id(raw, f"{service.knowledge.version}:{rulebook().digest}")
-        hit = st.cache.get(PREFIX + ident)
-        if hit is not None:  # the answer as first given, sent as stored
-            return Response(hit, mimetype="application/json")
-        limits = ("RIGHTSIZE_COMPUTE_TIME_LIMIT_S", "RIGHTSIZE_PROFILE_TIME_LIMIT_S")
-        shared = st.cache.backend == "redis" and st.cache.reachable
-        limit = sum(float(st.settings[k]) for k in limits)
-        with st.compute.admitted():  # new work: within the client's share, wherever it runs
-            answered = st.compute.answer(request, g.request_id, limit, shared)
-            if answered is not None:  # by a compute process
-                return answered
-            ranked = rank.recommend(service, body)
-        answer = {
-            "id": ident,
-            **ranked,
-            "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "request": raw,
-        }
-        data = current_app.json.dumps(schema_instance(RecommendationSchema).dump(answer)).encode()
-        st.cache.set(PREFIX + ident, data, int(st.settings["RIGHTSIZE_RECOMMENDATION_TTL_S"]))
-        return Response(data, mimetype="application/json")
+        found = answer(request.get_json(), body)  # as sent: what the id hashes and cites
+        if isinstance(found, Response):
+            return found
+        return Response(found, mimetype="application/json")
+
+
+def answer(raw: dict[str, Any], body: RecommendationRequest) -> bytes | Response:
+    """The recommendation for ``body`` (``raw``: the request as sent), as stored JSON: from
+    the cache when the same request was answered on the same knowledge, else computed (in a
+    compute process where there are some) and stored. A compute process answers the whole
+    HTTP request being served: its Response is final, returned as is."""
+    st = state()
+    service = st.layers.service(body.submitted_benchmarks)
+    ident = rank.request_id(raw, f"{service.knowledge.version}:{rulebook().digest}")
+    hit = st.cache.get(PREFIX + ident)
+    if hit is not None:  # the answer as first given, sent as stored
+        return hit
+    limits = ("RIGHTSIZE_COMPUTE_TIME_LIMIT_S", "RIGHTSIZE_PROFILE_TIME_LIMIT_S")
+    shared = st.cache.backend == "redis" and st.cache.reachable
+    limit = sum(float(st.settings[k]) for k in limits)
+    with st.compute.admitted():  # new work: within the client's share, wherever it runs
+        answered = st.compute.answer(request, g.request_id, limit, shared)
+        if answered is not None:  # by a compute process
+            return answered
+        ranked = rank.recommend(service, body)
+    full = {
+        "id": ident,
+        **ranked,
+        "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "request": raw,
+    }
+    data: bytes = current_app.json.dumps(schema_instance(RecommendationSchema).dump(full)).encode()
+    st.cache.set(PREFIX + ident, data, int(st.settings["RIGHTSIZE_RECOMMENDATION_TTL_S"]))
+    return data
+
+
+def stored(rec_id: str) -> bytes:
+    """A stored recommendation's JSON, or NotFound."""
+    hit = state().cache.get(PREFIX + rec_id)
+    if hit is None:
+        raise NotFound("recommendation", rec_id)
+    return hit
 
 
 @blp.route("/recommendations/<string:rec_id>")
@@ -218,10 +236,7 @@ class Recommendation(MethodView):
     @blp.problem(503)
     def get(self, rec_id: str) -> Response:
         """A recommendation as it was given: inputs, date and answer"""
-        hit = state().cache.get(PREFIX + rec_id)
-        if hit is None:
-            raise NotFound("recommendation", rec_id)
-        return Response(hit, mimetype="application/json")
+        return Response(stored(rec_id), mimetype="application/json")
 
 
 class TcoRequestSchema(Schema):

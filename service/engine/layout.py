@@ -354,6 +354,22 @@ class LayoutMemory:
         }
 
 
+def memory_parts(memory: Any) -> dict[str, float]:
+    """A GPU's memory (a profile's or a layout's, bytes) in the parts a reader compares
+    against the GPU's: the parts sum to its total."""
+    states = memory.parameters_bytes + memory.gradients_bytes + memory.optimizer_states_bytes
+    other = (memory.total_bytes - states - memory.master_weights_bytes
+             - memory.activations_bytes - memory.kv_cache_bytes)  # fmt: skip
+    return {
+        "parameters": memory.parameters_bytes,
+        "gradients": memory.gradients_bytes,
+        "optimizer_states": memory.optimizer_states_bytes + memory.master_weights_bytes,
+        "activations": memory.activations_bytes,
+        "kv_cache": memory.kv_cache_bytes,
+        "other": other,
+    }
+
+
 def activation_share(layout: Layout, layers: int | None = None) -> float:
     """The share of one micro-batch's activations (as counted on one GPU, whole model) that
     one GPU of ``layout`` holds at its peak (Korthikanti et al. 2022; see the module), for a

@@ -15,7 +15,7 @@ from typing import Any
 from knowledge.records import Gpu
 from service.engine.errors import InvalidRequest
 from service.engine.estimate import USABLE_MEMORY_SHARE
-from service.engine.layout import Layout, LayoutError, ModelShape, check
+from service.engine.layout import Layout, LayoutError, ModelShape, check, memory_parts
 from service.engine.parallel import (
     OPTIMIZED,
     STACKS,
@@ -234,6 +234,7 @@ def served_alone(service: EstimateService, profile: StepProfile, gpu: Gpu) -> di
         "requests_per_s": found.samples_per_s,
         "memory_per_gpu_bytes": memory.required_bytes if memory else None,
         "usable_memory_bytes": memory.usable_bytes if memory else None,
+        "memory_parts_bytes": memory_parts(memory.need) if memory else {},
         "bound": found.bound,
     }
 

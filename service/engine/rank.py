@@ -34,7 +34,7 @@ from service.engine.deployment import Site
 from service.engine.errors import InvalidRequest, NotFound
 from service.engine.estimate import USABLE_MEMORY_SHARE
 from service.engine.job import Energy, JobTime, Sizes
-from service.engine.layout import Layout, LayoutMemory, ModelShape
+from service.engine.layout import Layout, LayoutMemory, ModelShape, memory_parts
 from service.engine.parallel import (
     Network,
     Parts,
@@ -217,6 +217,7 @@ class Served:
     usable_bytes: float
     bound: str
     figures: dict[str, Any]
+    parts: dict[str, float] = field(default_factory=dict)  # memory_bytes by part
 
     @property
     def headroom(self) -> float:
@@ -516,7 +517,12 @@ def _decoding(
         }
         layout = {"tensor_parallel": t, "weight_precision": x.weight_precision,
                   "kv_precision": x.kv_precision}  # fmt: skip
-        return t, rate, latency, Served(layout, held, usable, x.bound, figures)
+        parts = {
+            "parameters": x.weights_bytes_per_gpu,
+            "kv_cache": c * x.kv_bytes_per_sequence_per_gpu,
+            "other": memory.runtime_overhead_bytes + memory.temporary_peak_bytes / t,
+        }
+        return t, rate, latency, Served(layout, held, usable, x.bound, figures, parts)
     return None
 
 
@@ -531,7 +537,7 @@ def _one_gpu_serving(
     layout = {"tensor_parallel": 1, "batch_size": alone["batch_size"]}
     figures = {"batch_latency_s": alone["batch_latency_s"]}
     held = Served(layout, alone["memory_per_gpu_bytes"], alone["usable_memory_bytes"],
-                  alone["bound"], figures)  # fmt: skip
+                  alone["bound"], figures, alone["memory_parts_bytes"])  # fmt: skip
     return 1, alone["requests_per_s"], alone["batch_latency_s"], held
 
 
@@ -1165,6 +1171,25 @@ def _hybrid(s: Setting, kept: Sequence[Candidate]) -> dict[str, Any]:
     }
 
 
+def _gib(parts: Mapping[str, float]) -> dict[str, float]:
+    return {k: v / 2**30 for k, v in parts.items()}
+
+
+def _step_parts(step: Any, step_s: float) -> dict[str, float]:
+    """A training step's seconds by part; ``input``: what the host's input ceiling adds
+    (``step_s``, the step as fed, over the step the GPUs would take)."""
+    return {
+        "compute": step.compute_s + step.recompute_s + step.optimizer_s,
+        "communication": step.tensor_parallel_s
+        + step.context_parallel_s
+        + step.data_parallel_s
+        + step.pipeline_send_s,
+        "pipeline_bubble": step.pipeline_bubble_s,
+        "host": step.host_s,
+        "input": max(0.0, step_s - step.step_s),
+    }
+
+
 def _shown(rank: int, c: Candidate, s: Setting) -> dict[str, Any]:
     layout = c.planned.layout.to_dict() if c.planned else c.served.layout if c.served else None
     unit = ("job" if c.job_hours is not None
@@ -1179,12 +1204,17 @@ def _shown(rank: int, c: Candidate, s: Setting) -> dict[str, Any]:
         "memory_headroom": None,
         "mfu": None,
         "serving": None,
+        "memory_gib": None,
+        "step_parts_s": None,
     }
     if c.planned is not None:
+        estimate["memory_gib"] = _gib(memory_parts(c.planned.memory))
+        estimate["step_parts_s"] = _step_parts(c.planned.step, c.step_s)
         estimate["memory_per_gpu_gib"] = c.planned.memory.total_bytes / 2**30
         estimate["memory_headroom"] = round(c.planned.headroom, 4)
         estimate["mfu"] = c.planned.step.mfu * c.samples_per_s / c.planned.step.samples_per_s
     if c.served is not None:
+        estimate["memory_gib"] = _gib(c.served.parts)
         estimate["memory_per_gpu_gib"] = c.served.memory_bytes / 2**30
         estimate["memory_headroom"] = round(c.served.headroom, 4)
         estimate["serving"] = c.served.figures
