@@ -68,7 +68,7 @@ class ApiError(Exception):
     def describe(self) -> str:
         """The detail, then each bad field on a line, then close matches."""
         lines = [f"{self.status} {self.title}: {self.detail}" if self.title else self.detail]
-        lines += [f"  {e}" for e in self.errors]
+        lines += [f"  {e}" for e in self.errors if str(e) not in self.detail]
         if self.problem.get("suggestions"):
             lines.append(f"  close matches: {', '.join(map(str, self.problem['suggestions']))}")
         return "\n".join(lines)

@@ -253,25 +253,33 @@ def recommend(
 
 
 def _recommendation(answer: dict[str, Any], url: str | None) -> None:
+    rows = answer.get("recommendations", [])
+    monthly = any(r["cost"]["monthly_usd"] != r["cost"]["per_unit_usd"] for r in rows)
     table = Table(title=f"rightsize: {answer.get('objective')}", title_justify="left")
     for name in ("#", "GPUs", "deployment", "job", "cost/job", "a month", "kg CO2e", "GiB/GPU"):
-        table.add_column(name, justify="left" if name in ("GPUs", "deployment") else "right")
+        if name == "a month" and not monthly:
+            continue  # one job a month: the same figure
+        left = name in ("GPUs", "deployment")
+        table.add_column(
+            name, justify="left" if left else "right", overflow="fold" if left else "ellipsis"
+        )
     pricing = {"on_demand": "", "spot": " spot", "reserved": " reserved", "owned": " bought"}
-    for r in answer.get("recommendations", []):
+    for r in rows:
         d, est, cost = r["deployment"], r["estimate"], r["cost"]
         where = d.get("instance_type") or d.get("server_design") or ""
         times = f" x{d['instances']}" if d["instances"] > 1 else ""
         memory = est["memory_per_gpu_gib"]
-        table.add_row(
+        cells = [
             str(r["rank"]),
             f"{r['count']} x {r['gpu']}",
             f"{d['provider']} {where}{times}{pricing.get(d['pricing'], '')}",
             _hours(r["job"]["hours"]),
             _usd(cost["per_unit_usd"]),
-            _usd(cost["monthly_usd"]),
+            *([_usd(cost["monthly_usd"])] if monthly else []),
             _num(r["energy"]["kg_co2e"], 2),
             f"{memory:.0f}/{r['vram_gib']:.0f}" if memory is not None else "-",
-        )
+        ]
+        table.add_row(*cells)
     out.print(table)
     if answer.get("why_first"):
         out.print(f"Why first: {answer['why_first']}")

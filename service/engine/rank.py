@@ -967,11 +967,12 @@ def _describe(c: Candidate) -> str:
     return f"{c.count} x {c.gpu.name} ({where}, {c.provider} {c.pricing.replace('_', '-')})"
 
 
-def why_first(shown: Sequence[Candidate], s: Setting, best: float) -> str | None:
-    """One line: why the first answer beat the runner-up (``best``: the best score of all
-    candidates, which the band is measured from)."""
-    if not shown:
+def why_first(shown: Sequence[Candidate], s: Setting, lowest: Candidate | None) -> str | None:
+    """One line: why the first answer beat the runner-up (``lowest``: the candidate of the
+    best score of all, which the band is measured from)."""
+    if not shown or lowest is None:
         return None
+    best = lowest.score(s.objective, s.time_value)[0]
     top = shown[0]
     if len(shown) == 1:
         return f"{_describe(top)} is the only candidate that meets the constraints"
@@ -994,7 +995,8 @@ def why_first(shown: Sequence[Candidate], s: Setting, best: float) -> str | None
             edge = f"time, {top.hours_per_unit:.3g} h against {two.hours_per_unit:.3g}"
         floor = f" (or {BAND_USD:g} USD)" if s.objective == "best_value" else ""
         return (f"{_describe(top)}: {what} {mine:,.4g} {unit}, within {BAND:.0%}{floor} of "
-                f"the best ({best:,.4g} {unit}); it beats the runner-up, {_describe(two)} at "
+                f"the best, {_describe(lowest)} at {best:,.4g} {unit} in "
+                f"{lowest.hours_per_unit:.3g} h; it beats the runner-up, {_describe(two)} at "
                 f"{theirs:,.4g} {unit}, on {edge}")  # fmt: skip
     if s.objective == "fastest":
         return (
@@ -1050,13 +1052,16 @@ def recommend(service: EstimateService, request: RecommendationRequest) -> dict[
     for c in kept:
         c.fired = warnings[c.gpu.id] + book.fire("candidate", c.context, KEEP, memo)
     _pareto(kept)
-    best = min((c.score(s.objective, s.time_value)[0] for c in kept), default=0.0)
     shown, seen = [], set()
     for c in ordered(kept, s):  # the best of each GPU, count and provider
         if (c.gpu.id, c.count, c.provider) not in seen:
             seen.add((c.gpu.id, c.count, c.provider))
             shown.append(c)
+    best = min(kept, key=lambda c: c.score(s.objective, s.time_value)[0], default=None)
     shown = shown[:SHOWN]
+    if best is not None and best not in shown and len(shown) == SHOWN:
+        # the band's order may leave the best score out: shown last, for the reader to weigh
+        shown[-1] = best
     advice = _advice(service, s, book, profile, shape, shown, kept)
     recs = [_shown(i + 1, c, s) for i, c in enumerate(shown)]
     merged = _merged(excluded, {c.gpu.id for c in kept})

@@ -290,3 +290,22 @@ def test_an_unknown_recommendation_is_404_and_an_unknown_gpu_422(client: FlaskCl
     assert fields_in(problem(client.post("/v1/tco", json=body), 422)) == {"gpu"}
     over = {"gpu": "h100-sxm-80gb", "count": 1, "usage": {"gpu_hours_per_month": 5000}}
     assert "usage" in problem(client.post("/v1/tco", json=over), 422)["detail"]
+
+
+def test_the_best_score_is_shown_and_named(client: FlaskClient) -> None:
+    """The band measures from the best score of all candidates: when the footprint order
+    leaves that candidate below the first ten, it is shown last, and why_first names it
+    (a BERT fine-tune: the cheapest job is a small card, the band's first a faster one)."""
+    body = client.post(
+        "/v1/recommendations",
+        json={
+            "model": {"name": "bert-base"},
+            "workload": {"task": "fine-tuning", "batch_size": 32, "seq_len": 384,
+                         "precision": "bf16", "dataset_samples": 88000, "epochs": 2},
+        },
+    ).get_json()  # fmt: skip
+    scores = [r["score"] for r in body["recommendations"]]
+    lowest = body["recommendations"][scores.index(min(scores))]
+    assert lowest["rank"] > 1  # the band's footprint order put another first
+    assert f"the best, {lowest['count']} x {lowest['gpu_name']}" in body["why_first"]
+    assert f"at {min(scores):,.4g} USD" in body["why_first"]
