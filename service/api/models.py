@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from flask.views import MethodView
-from marshmallow import Schema, fields
+from marshmallow import Schema, fields, validate
 
 from service.api.answers import memoised
 from service.api.base import Blueprint
@@ -13,6 +13,18 @@ from service.api.pagination import PageQuerySchema, page_schema, paginate
 from service.state import state
 
 blp = Blueprint("models", __name__, url_prefix="/v1/models", description="The model catalog")
+
+
+class ModelQuerySchema(PageQuerySchema):
+    q = fields.String(
+        validate=validate.Length(max=200),
+        metadata={
+            "description": "search: every word must occur in the name, an alias or the family, "
+            "case and punctuation ignored (`llama 3.2`, `Qwen2.5-7B`, `whisper`, "
+            "`meta-llama/Llama-3.2-1B`); ranked exact name or alias matches first, then "
+            "names and aliases that start with the query, then the rest by name"
+        },
+    )
 
 
 class ModelSchema(Schema):
@@ -34,12 +46,16 @@ class ModelDetailSchema(ModelSchema):
 @blp.route("")
 class Models(MethodView):
     @memoised
-    @blp.arguments(PageQuerySchema, location="query")
+    @blp.arguments(ModelQuerySchema, location="query")
     @blp.response(200, page_schema(ModelSchema, "ModelPage"))
     @blp.problem(422)
     def get(self, args: dict[str, Any]) -> dict[str, Any]:
-        """List the catalog's models, a page at a time"""
-        entries = sorted(state().catalog.entries.values(), key=lambda e: e.name)
+        """List the catalog's models by name, or those matching a search, a page at a time"""
+        catalog = state().catalog
+        if "q" in args:
+            entries = catalog.search(args["q"])
+        else:
+            entries = sorted(catalog.entries.values(), key=lambda e: e.name)
         return paginate([e.summary() for e in entries], args)
 
 

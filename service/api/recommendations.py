@@ -171,8 +171,11 @@ class RecommendationSchema(Schema):
     knowledge_version = fields.String()
     rules_version = fields.String(metadata={"description": "digest of knowledge/rules"})
     created_at = fields.String()
-    request = fields.Nested(
-        RecommendationRequestSchema, metadata={"description": "the request as it was sent"}
+    request = fields.Dict(
+        metadata={
+            "description": "the request as it was sent (a RecommendationRequest, its values "
+            "as the client wrote them: 0 for false is accepted, and kept)"
+        }
     )
 
 

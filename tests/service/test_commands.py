@@ -162,3 +162,27 @@ class TestRemote:
         answered = run("recommend", "--trace-id", uploaded["trace_id"], "--json")
         assert answered.exit_code == 0, answered.stderr
         assert json.loads(answered.stdout)["request"] == {"trace_id": uploaded["trace_id"]}
+
+
+COMMANDS = {
+    "recommend": ["recommend", "bert-base", *BERT, "--deployment", "cloud"],
+    "ask": ["ask", "fine-tune bert base on 88k samples for 2 epochs, cloud only"],
+    "estimate": ["estimate", "gpt2", "--batch-size", "8", "--seq-len", "512", "--gpu", "l4"],
+    "plan": ["plan", "gpt2", "--batch-size", "8", "--seq-len", "512", "--gpu",
+             "a100-sxm4-80gb", "--count", "2"],
+    "tco": ["tco", "--gpu", "h100-sxm-80gb", "--count", "8", "--gpu-hours-per-month", "700"],
+    "gpus": ["gpus", "--vendor", "amd"],
+    "models": ["models", "--page-size", "500"],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_command_answers_the_same_in_process_and_remote(name: str, live_server: str) -> None:
+    """One code path: the in-process answer is the server's (created_at aside)."""
+    here = run(*COMMANDS[name], "--json")
+    there = run(*COMMANDS[name], "--json", "--url", live_server)
+    assert here.exit_code == there.exit_code == 0, here.stderr + there.stderr
+    mine, theirs = json.loads(here.stdout), json.loads(there.stdout)
+    for answer in (mine, theirs):
+        answer.pop("created_at", None)
+    assert mine == theirs
