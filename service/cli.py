@@ -79,8 +79,17 @@ def _performance_model(model_dir: Path | None) -> tuple[Knowledge, Path, Perform
     from service.engine.model import build
 
     directory = model_dir or Path(load_settings()["RIGHTSIZE_MODEL_DIR"])
-    kb = load_knowledge()
-    return kb, directory, build(kb, Catalog.load(), directory)
+    with _progress("loading the knowledge ..."):
+        kb = load_knowledge()
+    with _progress(f"building the performance model (or loading it from {directory}) ..."):
+        return kb, directory, build(kb, Catalog.load(), directory)
+
+
+def _progress(label: str) -> Any:
+    """A spinner on stderr while long work runs (nothing is drawn where it is not a tty)."""
+    from rich.console import Console
+
+    return Console(stderr=True).status(label)
 
 
 @main.command()
@@ -114,14 +123,16 @@ def retrain(model_dir: Path | None, run_validation: bool) -> None:
     base = load_knowledge(settings["RIGHTSIZE_KNOWLEDGE_DIR"])
     store = SubmissionStore(settings["RIGHTSIZE_SUBMISSIONS_FILE"])
     catalog = Catalog.load()
-    result = run_retrain(base, catalog, store, directory)
+    with _progress("refitting the model on the curated and submitted rows ..."):
+        result = run_retrain(base, catalog, store, directory)
     click.echo(
         f"model on knowledge {result['knowledge_version']}: {result['submitted_rows']} "
         f"submitted rows with the curated ones ({result['rows_fitted']} single-GPU rows "
         f"fitted, {result['built_s']:.1f} s); marked in {store.trained_path}"
     )
     if run_validation:
-        found = validate_layer(base, catalog, store, directory)
+        with _progress("validating the refitted model (minutes) ..."):
+            found = validate_layer(base, catalog, store, directory)
         for name, value in found["figures"].items():
             if value is not None:
                 click.echo(f"  {name}: {value:.4g}")
@@ -454,7 +465,8 @@ def validate(as_json: bool, model_dir: Path | None) -> None:
     from service.engine.validation import validate as run_validation
 
     kb, directory, model = _performance_model(model_dir)
-    report = run_validation(model, kb, Catalog.load())
+    with _progress("validating: held-out GPUs, time, architectures, memory (minutes) ..."):
+        report = run_validation(model, kb, Catalog.load())
     save_report(directory, report)
     if as_json:
         click.echo(json.dumps(report, indent=2))

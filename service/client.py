@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import httpx
+from flask import Flask
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 JSON = dict[str, Any]
@@ -114,6 +115,7 @@ class Client:
         self._http = httpx.Client(
             base_url=self.url, headers=headers, timeout=timeout_s, transport=transport
         )
+        self.app: Flask | None = None  # the app answering, in process
 
     @classmethod
     def in_process(cls, config: Mapping[str, Any] | None = None) -> Client:
@@ -126,7 +128,19 @@ class Client:
         keys = Path(tempfile.mkdtemp(prefix="rightsize-cli-")) / "keys.json"
         token, _ = KeyFile(keys).create("cli", "write")
         app = create_app({**(config or {}), "RIGHTSIZE_KEYS_FILE": str(keys)})
-        return cls("http://rightsize.local", token, transport=httpx.WSGITransport(app=app))
+        client = cls("http://rightsize.local", token, transport=httpx.WSGITransport(app=app))
+        client.app = app
+        return client
+
+    def warm(self) -> None:
+        """In process: build (or load from its cache) the performance model now, as a
+        server does at start-up, rather than inside the first estimate. Elsewhere: nothing."""
+        if self.app is None:
+            return
+        from service.state import state
+
+        with self.app.app_context():
+            state().estimates.warm().join()
 
     def close(self) -> None:
         self._http.close()

@@ -98,13 +98,18 @@ def _model(value: str) -> dict[str, Any]:
 
 
 @contextmanager
-def _client(url: str | None, api_key: str | None) -> Iterator[Client]:
+def _client(url: str | None, api_key: str | None, model: bool = False) -> Iterator[Client]:
+    """A client of ``url``, else of an app built here; ``model``: the command estimates,
+    so the performance model is made ready first (built on the first run, then cached)."""
     if url:
         with Client(url, api_key) as client:
             yield client
         return
     with err.status("loading the knowledge (in this process; --url for a server) ..."):
         client = Client.in_process({"RIGHTSIZE_LOG_LEVEL": "WARNING"})
+    if model:
+        with err.status("loading the performance model (the first run builds it) ..."):
+            client.warm()
     with client:
         yield client
 
@@ -245,7 +250,7 @@ def recommend(
             body[name] = value
     if not {"model", "trace_id", "profile_id"} & set(body) and trace_file is None:
         raise click.UsageError("give MODEL (or --trace, --trace-id, or --request with a model)")
-    with _client(url, api_key) as client:
+    with _client(url, api_key, model=True) as client:
         if trace_file is not None:
             body["trace_id"] = _uploaded(client, trace_file, {})["trace_id"]
         answer = _call("ranking GPUs, counts and deployments ...", lambda: client.recommend(**body))
@@ -311,7 +316,7 @@ def _recommendation(answer: dict[str, Any], url: str | None) -> None:
 def ask(question: tuple[str, ...], url: str | None, api_key: str | None, as_json: bool) -> None:
     """Ask in words, e.g. rightsize ask "QLoRA llama 3 8b on 20M tokens under $50, cloud only"."""
     text = " ".join(question)
-    with _client(url, api_key) as client:
+    with _client(url, api_key, model=True) as client:
         answer = _call("reading the question and ranking ...", lambda: client.ask(text))
     if as_json:
         _emit(answer, True, print)
@@ -351,7 +356,7 @@ def estimate(
                  --gpu a100-sxm4-80gb
     """
     workload = _workload(options)
-    with _client(url, api_key) as client:
+    with _client(url, api_key, model=True) as client:
         answer = _call(
             "estimating ...", lambda: client.estimate(_model(model), workload, gpu=gpu, count=count)
         )
@@ -409,7 +414,7 @@ def plan(
                  --count 8
     """
     workload = _workload(options)
-    with _client(url, api_key) as client:
+    with _client(url, api_key, model=True) as client:
         answer = _call(
             "planning layouts ...",
             lambda: client.plan(_model(model), workload, gpu=gpu, count=count),
