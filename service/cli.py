@@ -21,7 +21,21 @@ if TYPE_CHECKING:  # the engine (scikit-learn) is imported by the commands that 
 
 @click.group()
 def main() -> None:
-    """rightsize: which GPU hardware to buy or rent for a deep-learning workload, and why."""
+    """rightsize: which GPU hardware to buy or rent for a deep-learning workload, and why.
+
+    The product's commands (recommend, ask, estimate, plan, tco, gpus, models, trace)
+    answer in this process, or from a server with --url (RIGHTSIZE_URL) and --api-key
+    (RIGHTSIZE_API_KEY); --json prints the API's answer.
+
+    \b
+    Exit codes:
+      0  answered
+      1  an unexpected failure (a bug: please report it)
+      2  the command line is wrong, or a file cannot be read
+      3  the API refused the request (4xx): the message names each bad field
+      4  no answer: no server there, a timeout, or a server failure (5xx)
+      5  the API key is missing, unknown or lacks the role (401, 403)
+    """
 
 
 @main.command()

@@ -7,7 +7,7 @@ import json
 from flask import Response
 from flask.views import MethodView
 
-from service import exports
+from service import exports, quote
 from service.api.base import Blueprint, schema_instance
 from service.api.recommendations import UsageSchema, stored
 from service.engine.requests import UsageAsked
@@ -76,7 +76,7 @@ class Quote(MethodView):
         raw_usage = (answer.get("request") or {}).get("usage") or {}
         asked: UsageAsked = schema_instance(UsageSchema).load(raw_usage)
         bill = exports.bill_of_materials(state().layers.service().knowledge, answer, asked)
-        page = exports.quote_html(answer, bill)
+        page = quote.quote_html(answer, bill)
         return Response(
             page, mimetype="text/html", headers={"Content-Security-Policy": QUOTE_POLICY}
         )

@@ -17,7 +17,8 @@ from flask.testing import FlaskClient
 from knowledge import Knowledge
 from service import create_app
 from service.engine.requests import UsageAsked
-from service.exports import COLUMNS, bill_of_materials, candidates_csv, quote_html
+from service.exports import COLUMNS, bill_of_materials, candidates_csv
+from service.quote import quote_html
 from tests.conftest import with_key
 from tests.service.helpers import problem
 
