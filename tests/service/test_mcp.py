@@ -24,7 +24,8 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 
-from service.mcp_server import Reply, SchemaMaker, problem_text
+from service.mcp_answers import Reply, problem_text
+from service.mcp_schemas import SchemaMaker
 from tests.conftest import WRITE_KEY
 
 TOOLS = {
