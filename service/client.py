@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -116,6 +117,7 @@ class Client:
             base_url=self.url, headers=headers, timeout=timeout_s, transport=transport
         )
         self.app: Flask | None = None  # the app answering, in process
+        self._scratch: Path | None = None  # where that app's key file is
 
     @classmethod
     def in_process(cls, config: Mapping[str, Any] | None = None) -> Client:
@@ -125,11 +127,11 @@ class Client:
         from service import create_app
         from service.keys import KeyFile
 
-        keys = Path(tempfile.mkdtemp(prefix="rightsize-cli-")) / "keys.json"
-        token, _ = KeyFile(keys).create("cli", "write")
-        app = create_app({**(config or {}), "RIGHTSIZE_KEYS_FILE": str(keys)})
+        scratch = Path(tempfile.mkdtemp(prefix="rightsize-cli-"))
+        token, _ = KeyFile(scratch / "keys.json").create("cli", "write")
+        app = create_app({**(config or {}), "RIGHTSIZE_KEYS_FILE": str(scratch / "keys.json")})
         client = cls("http://rightsize.local", token, transport=httpx.WSGITransport(app=app))
-        client.app = app
+        client.app, client._scratch = app, scratch
         return client
 
     def warm(self) -> None:
@@ -144,6 +146,9 @@ class Client:
 
     def close(self) -> None:
         self._http.close()
+        if self._scratch is not None:  # the in-process app's key file
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
     def __enter__(self) -> Client:
         return self

@@ -120,6 +120,10 @@ def test_in_process_answers_without_a_server() -> None:
     with Client.in_process() as rs:
         assert rs.health()["status"] in ("ready", "degraded")
         assert rs.model("resnet-50")["family"] == "resnet"
+        scratch = rs._scratch
+        assert scratch is not None
+        assert (scratch / "keys.json").is_file()  # its own key, never the user's file
+    assert not scratch.exists()  # removed on close
 
 
 def test_model_description_reads_names_files_and_objects(tmp_path: Path) -> None:
