@@ -1,0 +1,152 @@
+"""The application factory.
+
+``create_app`` builds the Flask application: settings from ``RIGHTSIZE_*`` environment
+variables (see :mod:`service.config`), the knowledge base loaded and validated once (the
+app refuses to start on invalid knowledge), the cache (Redis, or in-process), the API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from flask import Flask
+from redis.exceptions import RedisError
+from werkzeug.middleware.proxy_fix import ProxyFix
+from werkzeug.wrappers import Response
+
+from knowledge import load_knowledge
+from profiles.catalog import Catalog
+from profiles.trace.stream import Limits
+from service import api, errors, jobs, metrics, security, web
+from service.cache import RedisCache, make_cache
+from service.compute import ComputePool, seen
+from service.config import load_settings
+from service.engine.profiling import ProfileService
+from service.engine.service import EstimateService
+from service.engine.traces import Bounds, TraceService
+from service.layers import Layers
+from service.local_jobs import LocalJobs
+from service.prices import PriceFile
+from service.state import AppState, attach, state
+from service.submissions import Quotas, SubmissionStore
+
+
+def create_app(config: Mapping[str, Any] | None = None) -> Flask:
+    """Build the application; ``config`` overrides settings (short or ``RIGHTSIZE_`` names)."""
+    settings = load_settings(config)
+    app = Flask(__name__)
+    app.config.update(settings)
+    security.configure_logging(settings["RIGHTSIZE_LOG_LEVEL"], settings["RIGHTSIZE_LOG_FORMAT"])
+    knowledge = load_knowledge(settings["RIGHTSIZE_KNOWLEDGE_DIR"])
+    store = make_cache(
+        settings["RIGHTSIZE_REDIS_URL"],
+        settings["RIGHTSIZE_KEY_PREFIX"],
+        settings["RIGHTSIZE_REDIS_TIMEOUT_S"],
+        settings["RIGHTSIZE_MEMORY_CACHE_ITEMS"],
+    )
+    redis = store.client if isinstance(store, RedisCache) else None
+    figures = metrics.Metrics()
+    cache = metrics.CountingCache(store, figures)
+    if redis is not None:
+        figures.watch_queue(lambda: _queue_depth(redis))
+    catalog = Catalog.load()
+    # started by each gunicorn worker (service/gunicorn_conf.py); until then, inline
+    compute = ComputePool(
+        settings["RIGHTSIZE_COMPUTE_PROCESSES"],
+        settings["RIGHTSIZE_COMPUTE_NICE"],
+        settings,
+        compute_app,
+        lambda kind, where: figures.compute.labels(kind, where).inc(),
+        figures.profile.observe,
+        settings["RIGHTSIZE_COMPUTE_PER_CLIENT"],
+        security.client_id,
+    )
+
+    def observe_profile(seconds: float) -> None:
+        figures.profile.observe(seconds)
+        seen(seconds)  # in a compute child: carried back to its worker's figures
+
+    profiles = ProfileService(
+        catalog,
+        cache,
+        settings["RIGHTSIZE_CACHE_TTL_S"],
+        settings["RIGHTSIZE_PROFILE_TIME_LIMIT_S"],
+        observe_profile,
+        compute.count,
+    )
+    limits = Limits(
+        compressed_bytes=settings["RIGHTSIZE_TRACE_MAX_BYTES"],
+        decompressed_bytes=settings["RIGHTSIZE_TRACE_MAX_DECOMPRESSED_BYTES"],
+        events=settings["RIGHTSIZE_TRACE_MAX_EVENTS"],
+    )
+    bounds = Bounds(
+        inline_bytes=settings["RIGHTSIZE_TRACE_ASYNC_BYTES"],
+        time_limit_s=settings["RIGHTSIZE_TRACE_TIME_LIMIT_S"],
+        memory_bytes=settings["RIGHTSIZE_TRACE_MEMORY_LIMIT_BYTES"],
+    )
+    traces = TraceService(
+        knowledge, cache, settings["RIGHTSIZE_TRACE_TTL_S"], limits, profiles, bounds
+    )
+    estimates = EstimateService(
+        knowledge, catalog, profiles, traces, Path(settings["RIGHTSIZE_MODEL_DIR"])
+    )
+    submissions = SubmissionStore(settings["RIGHTSIZE_SUBMISSIONS_FILE"], Quotas.of(settings))
+    prices = PriceFile(settings["RIGHTSIZE_PRICES_FILE"])
+    attach(
+        app,
+        AppState(
+            knowledge=knowledge,
+            cache=cache,
+            settings=settings,
+            catalog=catalog,
+            profiles=profiles,
+            traces=traces,
+            estimates=estimates,
+            redis=redis,
+            submissions=submissions,
+            layers=Layers(estimates, submissions, prices),
+            prices=prices,
+            compute=compute,
+            local_jobs=LocalJobs(settings["RIGHTSIZE_TRACE_TTL_S"]),
+        ),
+    )
+    # werkzeug refuses larger bodies with 413 before reading them; JSON endpoints are
+    # held to a smaller limit in service.api
+    app.config["MAX_CONTENT_LENGTH"] = limits.compressed_bytes + 2**20
+    errors.init_app(app)
+    metrics.init_app(app, figures)
+    security.init_app(app, redis.connection_pool if redis is not None else None)
+    api.init_app(app)
+    web.init_app(app)
+
+    if settings["RIGHTSIZE_PROXY_HOPS"]:
+        # behind a balancer every client has its address: the limits count per client only
+        # if the address it forwards is taken (from that many trusted proxies, no more)
+        hops = settings["RIGHTSIZE_PROXY_HOPS"]
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops)  # type: ignore[method-assign]
+
+    @app.after_request
+    def _version_header(response: Response) -> Response:
+        response.headers["X-Knowledge-Version"] = knowledge.version
+        return response
+
+    return app
+
+
+def compute_app(config: Mapping[str, Any]) -> Flask:
+    """A compute process's app (:mod:`service.compute`): built as the worker's, its
+    performance model started at once."""
+    app = create_app(config)
+    with app.app_context():
+        state().estimates.warm()
+    return app
+
+
+def _queue_depth(client: Any) -> float:
+    """Jobs waiting (0 while Redis is away: the scrape must not fail)."""
+    try:
+        return float(len(jobs.queue(client)))
+    except RedisError:
+        return 0.0
