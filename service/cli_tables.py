@@ -100,7 +100,7 @@ def estimate(a: dict[str, Any]) -> None:
             f"{_gib(a['memory_per_gpu_bytes'] / 2**30)} of "
             f"{_gib(a['usable_memory_bytes'] / 2**30)} usable",
         ),
-        ("fits", "yes" if a.get("fits") else "NO"),
+        ("fits (the whole model on each GPU)", "yes" if a.get("fits") else "NO"),
         ("bound", a.get("bound") or "-"),
     ]
     if a.get("interval"):
@@ -109,6 +109,19 @@ def estimate(a: dict[str, Any]) -> None:
         )
     if a.get("time_to_train_s"):
         rows.append(("time to train", _hours(a["time_to_train_s"] / 3600)))
+    served = a.get("inference")
+    if served and "data_parallel" in served:  # serving a generative model
+        rows += [
+            (
+                "serving",
+                f"{served['data_parallel']} x {served['tensor_parallel']} GPU(s), "
+                f"{served['concurrency']} sequences each"
+                + ("" if served["fits"] else " (does NOT fit)"),
+            ),
+            ("time to first token", f"{_num(served['time_to_first_token_s'])} s"),
+            ("time per output token", f"{_num(served['time_per_output_token_s'] * 1e3)} ms"),
+            ("output tokens/s", _num(served["all_output_tokens_per_s"])),
+        ]
     for row in rows:
         table.add_row(*row)
     out.print(table)

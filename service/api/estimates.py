@@ -16,7 +16,7 @@ from service.api.jobs import JobAcceptedSchema, accepted, no_queue
 from service.api.lookups import gpu_filter
 from service.api.plans import LayoutSchema, layout_options
 from service.api.profiles import MODEL_DESCRIPTION, MemorySchema
-from service.engine.plans import layout_estimate
+from service.engine.plans import layout_estimate, serving_estimate
 from service.engine.service import EstimateService
 from service.errors import InvalidInput, NotFound
 from service.state import estimates_for, state
@@ -171,7 +171,13 @@ class EstimateSchema(Schema):
         }
     )
     inference = fields.Dict(
-        metadata={"description": "inference with a layout: TTFT, TPOT, KV-limited concurrency"}
+        metadata={
+            "description": "serving a generative model: time_to_first_token_s, "
+            "time_per_output_token_s, output_tokens_per_s at the concurrency (by default "
+            "max_concurrency, the most the KV cache holds) on one tensor-parallel group, "
+            "and, without a layout, the group's size on count GPUs (the fewest that hold "
+            "the weights), data_parallel replicas and all_output_tokens_per_s"
+        }
     )
 
 
@@ -211,6 +217,9 @@ def _estimate(service: EstimateService, body: dict[str, Any]) -> dict[str, Any]:
         body.setdefault("layout", {"data_parallel": body.get("count", 1)})
         return layout_estimate(service, body)
     result = service.request(body).to_dict()
+    served = serving_estimate(service, body)
+    if served is not None:
+        result["inference"] = served
     result["knowledge_version"] = service.knowledge.version
     return result
 

@@ -298,6 +298,40 @@ def _inference_plan(
     }
 
 
+def serving_estimate(service: EstimateService, body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A generative model's serving figures for the plain ``POST /v1/estimates`` on
+    ``count`` GPUs (None for training, a trace, or a model that decodes nothing): the fewest
+    tensor-parallel GPUs inside a node (a divisor of the count and of the heads) that hold
+    the weights and one sequence's KV cache, replicated over the rest; time to first token
+    and per output token at the concurrency (by default the most the KV cache holds), and
+    the output tokens a second of all the replicas."""
+    if body.get("trace_id"):
+        return None
+    s = _setting(service, body)
+    if s.profile.trains or not s.profile.output_tokens:
+        return None
+    count = int(body.get("count") or 1)
+    degrees = [1]
+    if s.shape is not None:
+        degrees = [t for t in (1, 2, 4, 8) if t <= min(count, s.net.gpus_per_node)
+                   and count % t == 0 and s.shape.heads % t == 0]  # fmt: skip
+    model = service._built_model()
+    for t in degrees:
+        served = layout_inference(
+            s.profile, s.shape, s.gpu, s.mode, model.step_model, s.net, t, s.stack,
+            s.usable_bytes,
+        )  # fmt: skip
+        if served.max_concurrency >= 1 or t == degrees[-1]:
+            replicas = count // t
+            return {
+                "fits": served.max_concurrency >= 1,
+                **served.to_dict(),
+                "data_parallel": replicas,
+                "all_output_tokens_per_s": served.output_tokens_per_s * replicas,
+            }
+    return None
+
+
 def layout_estimate(service: EstimateService, body: Mapping[str, Any]) -> dict[str, Any]:
     """``POST /v1/estimates`` with a layout: that layout's memory and step."""
     s = _setting(service, body)

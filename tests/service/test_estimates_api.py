@@ -110,3 +110,60 @@ def test_benchmarked_model_at_its_default_size_is_the_benchmarked_workload(
     assert other["interval"]["high"] / other["step_time_s"] > (
         result["interval"]["high"] / result["step_time_s"]
     )
+
+
+SERVE = {"task": "inference", "batch_size": 1, "prompt_tokens": 512, "output_tokens": 256}
+
+
+class TestServingInEveryEstimate:
+    """Issue 29 (4): a generative model's estimate gives time to first token, time per
+    output token and throughput at the concurrency without a layout being asked for."""
+
+    def test_one_gpu_at_the_kv_cache_bound_as_the_layout_estimate_gives_it(
+        self, client: FlaskClient
+    ) -> None:
+        plain = estimate(client, model={"name": "llama-3-8b"}, workload=SERVE, gpu="h100-sxm-80gb")[
+            "inference"
+        ]
+        laid = estimate(
+            client,
+            model={"name": "llama-3-8b"},
+            workload=SERVE,
+            gpu="h100-sxm-80gb",
+            layout={"tensor_parallel": 1},
+        )["inference"]
+        assert plain["fits"]
+        assert plain["concurrency"] == plain["max_concurrency"] > 1  # the default: the most
+        for key in ("time_to_first_token_s", "time_per_output_token_s", "output_tokens_per_s"):
+            assert plain[key] == pytest.approx(laid[key])
+        assert plain["all_output_tokens_per_s"] == pytest.approx(plain["output_tokens_per_s"])
+
+    def test_count_gpus_are_the_fewest_that_hold_it_replicated(self, client: FlaskClient) -> None:
+        found = estimate(
+            client, model={"name": "llama-3-70b"}, workload=SERVE, gpu="h100-sxm-80gb", count=8
+        )["inference"]
+        assert found["fits"]
+        assert found["tensor_parallel"] == 2  # 70B in 16 bits: 141 GB of weights
+        assert found["data_parallel"] == 4
+        assert found["all_output_tokens_per_s"] == pytest.approx(found["output_tokens_per_s"] * 4)
+
+    def test_a_model_too_big_for_the_gpus_is_said_not_to_fit(self, client: FlaskClient) -> None:
+        found = estimate(client, model={"name": "llama-3-70b"}, workload=SERVE, gpu="l4")
+        assert found["inference"]["fits"] is False
+        assert found["inference"]["max_concurrency"] == 0
+
+    def test_training_and_models_that_decode_nothing_have_none(self, client: FlaskClient) -> None:
+        vision = estimate(
+            client,
+            model={"name": "resnet-50"},
+            workload={"task": "inference", "batch_size": 8},
+            gpu="l4",
+        )
+        assert "inference" not in vision
+        trained = estimate(
+            client,
+            model={"name": "gpt2"},
+            workload={"task": "training", "batch_size": 8, "seq_len": 512},
+            gpu="l4",
+        )
+        assert "inference" not in trained
