@@ -965,6 +965,16 @@ class LayoutInference:
         }
 
 
+def tensor_degrees(shape: ModelShape | None, most: int, count: int | None = None) -> list[int]:
+    """The tensor-parallel groups a served model may take: 1, 2, 4 or 8 GPUs, at most
+    ``most``, dividing its heads (and ``count``, the GPUs whole groups fill); 1 alone for a
+    model that is not a transformer (tensor parallelism splits transformers only)."""
+    if shape is None:
+        return [1]
+    return [t for t in (1, 2, 4, 8) if t <= most and shape.heads % t == 0
+            and (count is None or count % t == 0)]  # fmt: skip
+
+
 def layout_inference(
     profile: StepProfile,
     shape: ModelShape | None,

@@ -26,6 +26,7 @@ from service.engine.parallel import (
     plan,
     plan_layout,
     stacked,
+    tensor_degrees,
     work,
 )
 from service.engine.roofline import MathMode, math_mode
@@ -260,11 +261,8 @@ def _inference_plan(
                 "workload's batch, timed by the estimate",
             ],
         }
-    degrees = [1]  # tensor parallelism splits transformers only
-    if s.shape is not None:
-        degrees = [t for t in (1, 2, 4, 8) if t <= s.net.gpus_per_node and s.shape.heads % t == 0]
     found = []
-    for t in degrees:
+    for t in tensor_degrees(s.shape, s.net.gpus_per_node):
         served = layout_inference(
             s.profile,
             s.shape,
@@ -311,10 +309,7 @@ def serving_estimate(service: EstimateService, body: Mapping[str, Any]) -> dict[
     if s.profile.trains or not s.profile.output_tokens:
         return None
     count = int(body.get("count") or 1)
-    degrees = [1]
-    if s.shape is not None:
-        degrees = [t for t in (1, 2, 4, 8) if t <= min(count, s.net.gpus_per_node)
-                   and count % t == 0 and s.shape.heads % t == 0]  # fmt: skip
+    degrees = tensor_degrees(s.shape, min(count, s.net.gpus_per_node), count)
     model = service._built_model()
     for t in degrees:
         served = layout_inference(

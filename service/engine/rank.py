@@ -44,6 +44,7 @@ from service.engine.parallel import (
     network,
     sized_at,
     stacked,
+    tensor_degrees,
     work,
 )
 from service.engine.plans import served_alone
@@ -493,10 +494,7 @@ def _decoding(
     step_model = service._built_model().step_model
     stack = request.stack
     wanted = request.concurrency or 1
-    degrees = [1] if shape is None else [
-        t for t in (1, 2, 4, 8) if t <= min(net.gpus_per_node, max_gpus) and shape.heads % t == 0
-    ]  # fmt: skip
-    for t in degrees:
+    for t in tensor_degrees(shape, min(net.gpus_per_node, max_gpus)):
         x = layout_inference(profile, shape, gpu, mode, step_model, net, t, stack, usable,
                              request.weight_precision, request.kv_precision,
                              request.concurrency)  # fmt: skip
