@@ -992,10 +992,11 @@ def why_first(shown: Sequence[Candidate], s: Setting, lowest: Candidate | None) 
         else:
             edge = f"time, {top.hours_per_unit:.3g} h against {two.hours_per_unit:.3g}"
         floor = f" (or {BAND_USD:g} USD)" if s.objective == "best_value" else ""
+        rival = (f"the runner-up, {_describe(two)} at {theirs:,.4g} {unit}" if lowest is not two
+                 else "that candidate")  # fmt: skip
         return (f"{_describe(top)}: {what} {mine:,.4g} {unit}, within {BAND:.0%}{floor} of "
                 f"the best, {_describe(lowest)} at {best:,.4g} {unit} in "
-                f"{lowest.hours_per_unit:.3g} h; it beats the runner-up, {_describe(two)} at "
-                f"{theirs:,.4g} {unit}, on {edge}")  # fmt: skip
+                f"{lowest.hours_per_unit:.3g} h; it beats {rival}, on {edge}")  # fmt: skip
     if s.objective == "fastest":
         return (
             f"{_describe(top)} finishes in {top.hours_per_unit:.3g} h against "
