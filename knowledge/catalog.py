@@ -37,6 +37,8 @@ class Knowledge:
     grid: dict[tuple[str, str], records.GridIntensity]
     input_rates: dict[str, records.InputRate]
     server_designs: dict[str, records.ServerDesign]
+    stacks: dict[str, records.Stack] = field(default_factory=dict)
+    stack_index: AliasIndex = field(default_factory=AliasIndex)
     unresolved: list[str] = field(default_factory=list)
 
     @cached_property

@@ -31,6 +31,7 @@ from knowledge.deployment_schemas import (
 )
 from knowledge.errors import KnowledgeFileError, KnowledgeInvalid
 from knowledge.files import FileFormatError, csv_records, yaml_records
+from knowledge.stack_schemas import STACKS_FILE, StackSchema
 from knowledge.schemas import (
     GpuSchema,
     InterconnectSchema,
@@ -51,6 +52,7 @@ REQUIRED_FILES = (
     crosschecks.GRID_FILE,
     crosschecks.INPUT_RATES_FILE,
     crosschecks.SERVER_DESIGNS_FILE,
+    STACKS_FILE,
     *BENCHMARK_TABLES,
 )
 
@@ -111,6 +113,7 @@ class _Parsed:
     grid: Rows = field(default_factory=list)
     input_rates: Rows = field(default_factory=list)
     server_designs: Rows = field(default_factory=list)
+    stacks: Rows = field(default_factory=list)
 
 
 class _Build:
@@ -143,6 +146,7 @@ class _Build:
         networks = crosschecks.networks(parsed.networks, offers, self.fail)
         input_rates = crosschecks.input_rates(parsed.input_rates, self.fail)
         designs = crosschecks.server_designs(parsed.server_designs, links, onprem, self.fail)
+        stacks, stack_index = self._link_stacks(parsed)
         self.check()
         return Knowledge(
             version=self.version,
@@ -159,6 +163,8 @@ class _Build:
             grid=grid,
             input_rates=input_rates,
             server_designs=designs,
+            stacks=stacks,
+            stack_index=stack_index,
             unresolved=unresolved,
         )
 
@@ -192,6 +198,7 @@ class _Build:
             server_designs=self._records(
                 self.root / crosschecks.SERVER_DESIGNS_FILE, ServerDesignSchema()
             ),
+            stacks=self._records(self.root / STACKS_FILE, StackSchema()),
         )
 
     def _rel(self, path: Path) -> str:
@@ -253,6 +260,28 @@ class _Build:
             if gpu.gpu_link is not None and gpu.gpu_link not in links:
                 self.fail(file, row, "gpu_link", f"unknown interconnect '{gpu.gpu_link}'")
         return gpus, index
+
+    def _link_stacks(
+        self, parsed: _Parsed
+    ) -> tuple[dict[str, records.Stack], AliasIndex]:
+        """Stacks by id and alias; each task, method and kind of model has one default."""
+        self._unique(STACKS_FILE, parsed.stacks, lambda s: s.id)
+        index = AliasIndex()
+        defaults: dict[str, str] = {}
+        for row, stack in parsed.stacks:
+            try:
+                index.add(stack.id, stack.aliases)
+            except AliasConflict as exc:
+                self.fail(STACKS_FILE, row, "aliases", str(exc))
+            for what in stack.default_for:
+                if what in defaults:
+                    self.fail(STACKS_FILE, row, "default_for",
+                              f"{what!r} already defaults to {defaults[what]!r}")  # fmt: skip
+                defaults[what] = stack.id
+        for what in ("training", "fine-tuning", "inference"):
+            if parsed.stacks and what not in defaults and what != "fine-tuning":
+                self.fail(STACKS_FILE, None, "default_for", f"no stack is the default for {what}")
+        return {s.id: s for _, s in parsed.stacks}, index
 
     def _link_workloads(self, parsed: _Parsed) -> dict[str, AliasIndex]:
         """One alias index per benchmark kind (a name may mean training or inference)."""

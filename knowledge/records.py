@@ -291,3 +291,22 @@ class ServerDesign:
     network: str
     network_ports_per_server: int | None = None
     notes: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Stack:
+    """A software stack a run is made with: what it does that changes a step's time and
+    memory (``properties``, see knowledge/data/stacks.yaml), and the constants fitted on its
+    published runs (``compute`` and ``serving``: name -> value, with ``fit`` naming them)."""
+
+    id: str
+    name: str
+    tasks: tuple[str, ...]
+    properties: dict[str, Any]
+    sources: tuple[str, ...]
+    as_of: dt.date
+    version: str
+    aliases: tuple[str, ...] = ()
+    default_for: tuple[str, ...] = ()
+    compute: dict[str, Any] = field(default_factory=dict)
+    serving: dict[str, Any] = field(default_factory=dict)

@@ -26,6 +26,7 @@ from service.api import (
     plans,
     profiles,
     recommendations,
+    stacks,
     traces,
 )
 from service.api.base import Api, exclusive_bounds
@@ -36,6 +37,7 @@ BLUEPRINTS = (
     health.blp,
     gpus.blp,
     interconnects.blp,
+    stacks.blp,
     offers.blp,
     benchmarks.blp,
     models.blp,

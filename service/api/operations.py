@@ -91,6 +91,21 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "The links between GPUs and between servers, with bandwidth and source.",
         params={"kind": "nvlink"},
     ),
+    ("get", "/v1/stacks"): Operation(
+        "listStacks",
+        "The software stacks estimates are made for (Transformers, TRL with PEFT, "
+        "torchtitan, torchtune, DeepSpeed, Megatron with Transformer Engine, vLLM, "
+        "TensorRT-LLM, SGLang...): what each does by default (kernels, attention, loss, "
+        "weight and optimizer-state precision, offloading, batching), with sources. Name "
+        "one in a request's stack and override its properties in stack_options.",
+        params={"task": "fine-tuning"},
+    ),
+    ("get", "/v1/stacks/{stack_id}"): Operation(
+        "getStack",
+        "One software stack by id or alias (e.g. nemo, fsdp2, trt-llm); a 404 lists close "
+        "matches.",
+        params={"stack_id": "torchtune"},
+    ),
     ("get", "/v1/offers"): Operation(
         "listOffers",
         "Cloud offers (provider, instance type, GPUs, region, on-demand and spot prices), "

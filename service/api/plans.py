@@ -14,7 +14,8 @@ from service.api.base import Blueprint
 from service.api.lookups import gpu_filter
 from service.api.profiles import MODEL_DESCRIPTION
 from service.engine.layout import CHECKPOINTING, OFFLOAD
-from service.engine.parallel import STACKS, WEIGHT_PRECISIONS
+from knowledge.stack_schemas import PROPERTIES, property_error
+from service.engine.parallel import WEIGHT_PRECISIONS
 from service.engine.plans import plan_request
 from service.state import estimates_for, state
 
@@ -70,17 +71,51 @@ class InterconnectChoiceSchema(Schema):
     )
 
 
+def _known_stack(value: str) -> None:
+    knowledge = state().knowledge
+    if knowledge.stack_index.resolve(value) is None:
+        known = ", ".join(knowledge.stacks)
+        raise ValidationError(f"unknown stack {value!r}: one of {known} (GET /v1/stacks)")
+
+
+def _stack_options(value: dict[str, Any]) -> None:
+    problems = {k: msg for k, v in value.items() if (msg := property_error(k, v))}
+    if problems:
+        raise ValidationError(problems)
+
+
+def stack_fields() -> dict[str, fields.Field]:
+    """The request fields that name the software stack and override its properties."""
+    return {
+        "stack": fields.String(
+            validate=[validate.Length(1, 64), _known_stack],
+            metadata={
+                "description": "the software stack the work runs on, an id or alias from "
+                "GET /v1/stacks (e.g. hf-transformers, torchtitan, torchtune, deepspeed, "
+                "megatron-te, vllm, tensorrt-llm); default: the most common stack for the "
+                "work (pytorch for vision and encoders, hf-trl-peft for LoRA and QLoRA, "
+                "hf-transformers for other training of a language model, vllm for "
+                "generation)",
+                "example": "torchtune",
+            },
+        ),
+        "stack_options": fields.Dict(
+            keys=fields.String(),
+            values=fields.Raw(),
+            validate=_stack_options,
+            metadata={
+                "description": "the stack's properties to override, e.g. "
+                '{"activation_offload": true, "optimizer_states": "8bit"}; '
+                f"known: {', '.join(PROPERTIES)} (GET /v1/stacks gives each one's values)",
+            },
+        ),
+    }
+
+
 def layout_options() -> dict[str, fields.Field]:
     """The request fields plans and layout estimates share."""
     return {
-        "stack": fields.String(
-            load_default="pytorch",
-            validate=validate.OneOf(STACKS),
-            metadata={
-                "description": "pytorch (eager, stock kernels) or optimized (Megatron/NeMo, "
-                "TensorRT-LLM)"
-            },
-        ),
+        **stack_fields(),
         "gpus_per_node": fields.Integer(load_default=8, validate=validate.Range(1, 16)),
         "submitted_benchmarks": fields.Boolean(
             load_default=True,
@@ -145,7 +180,7 @@ class PlanRequestSchema(Schema.from_dict(layout_options())):  # type: ignore[mis
 
 class PlanSchema(Schema):
     gpu = fields.String()
-    stack = fields.String()
+    stack = fields.Dict(metadata={"description": "the stack assumed, with its properties"})
     task = fields.String()
     count = fields.Integer(metadata={"description": "the count the layouts are ranked at"})
     smallest_count = fields.Integer(

@@ -14,7 +14,7 @@ from marshmallow import Schema, ValidationError, fields, post_load, validate, va
 from profiles.workload import WorkloadSchema
 from service.api.base import Blueprint, schema_instance
 from service.api.lookups import gpu_filter
-from service.api.plans import layout_options
+from service.api.plans import layout_options, stack_fields
 from service.api.profiles import MODEL_DESCRIPTION
 from service.api.recommendation_schemas import (
     AdviceSchema,
@@ -30,7 +30,6 @@ from service.api.recommendation_schemas import (
 )
 from service.engine import cost, rank
 from service.engine.errors import NotFound
-from service.engine.parallel import STACKS
 from service.engine.requests import Constraints, RecommendationRequest, UsageAsked
 from service.engine.rules import SYMBOLS, rulebook
 from service.state import state
@@ -117,7 +116,8 @@ class RecommendationRequestSchema(Schema):
     constraints = fields.Nested(ConstraintsSchema, load_default=Constraints)
     usage = fields.Nested(UsageSchema, load_default=UsageAsked)
     onprem = _onprem_overrides()
-    stack = fields.String(load_default="pytorch", validate=validate.OneOf(STACKS))
+    stack = stack_fields()["stack"]
+    stack_options = stack_fields()["stack_options"]
     value_of_time_usd_per_hour = fields.Float(
         load_default=0.0,
         validate=validate.Range(min=0, max=1e7),
@@ -168,6 +168,11 @@ class RecommendationSchema(Schema):
     advice = fields.List(fields.Nested(AdviceSchema), metadata={"description": "fixes first"})
     summary = fields.String(metadata={"description": "markdown, at most 1,200 characters"})
     assumptions = fields.List(fields.String())
+    stack = fields.Dict(
+        allow_none=True,
+        metadata={"description": "the software stack assumed, with its properties and "
+                  "which the request overrode (null for a trace, projected as it ran)"},
+    )  # fmt: skip
     knowledge_version = fields.String()
     rules_version = fields.String(metadata={"description": "digest of knowledge/rules"})
     created_at = fields.String()

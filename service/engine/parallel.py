@@ -54,75 +54,24 @@ from service.engine.layout import (
     memory_per_gpu,
 )
 from service.engine.roofline import MathMode, resource_times
+from service.engine.stacks import (
+    EIGHT_BIT,
+    OPTIMIZED,
+    Compute,
+    Stack,
+    as_stack,
+    held,
+    native_attention,
+)
 from service.engine.step_model import DEFAULT_SUITE, StepModel
 from service.engine.step_profile import StepProfile
 
-STACKS = ("pytorch", "optimized")
+OptimizedStack = Compute  # the name llm_validation fits it under
+__all__ = ["EIGHT_BIT", "OPTIMIZED", "OptimizedStack", "native_attention"]
 WEIGHT_BYTES = {"fp32": 4.0, "tf32": 4.0, "fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "int8": 1.0,
                 "int4": 0.5}  # fmt: skip
 # the bandwidth at which a layout's communication costs at most this share of its step
 NEEDED_EXPOSED_SHARE = 0.10
-
-
-@dataclass(frozen=True, slots=True)
-class OptimizedStack:
-    """The vendor-tuned stack's constants (see :mod:`service.engine.llm_validation`)."""
-
-    efficiency_16bit: float  # share of the dense 16-bit tensor peak its GEMMs reach
-    efficiency_8bit: float  # share of the dense FP8 peak its FP8 GEMMs reach
-    memory_share: float  # share of the eager step's bytes left after fusion
-    source: str
-    # fused attention kernels reach a smaller share of the peak than the GEMMs (Dao 2023,
-    # "FlashAttention-2", figs. 5-7: 50-73% of the A100's peak forward, backward and on the
-    # H100 lower, against 70-80% for large GEMMs): their rate over the GEMMs'
-    attention_share: float = 0.6
-    # the framework's time per optimizer step that no GPU work hides (the training loop's
-    # logging and loss synchronisation, the data loader, gradient clipping's launches):
-    # it does not speed up with the GPU
-    host_s: float = 0.0
-    # attention kernels written for asynchronous tensor cores (FlashAttention-3, cuDNN's
-    # fused attention) over those for synchronous MMA, on the GPUs that have them (1: the
-    # stack runs the latter there too, as llm-foundry's runs of 2023-2024 did: Triton's
-    # FlashAttention and FlashAttention-2)
-    native_attention_speedup: float = 1.0
-
-    def efficiency(self, precision: str) -> float:
-        return self.efficiency_8bit if precision in EIGHT_BIT else self.efficiency_16bit
-
-    def attention_rate(self, gpu: Gpu) -> float:
-        """Attention's rate over the GEMMs' on ``gpu``."""
-        if native_attention(gpu):
-            return self.attention_share * self.native_attention_speedup
-        return self.attention_share
-
-
-def native_attention(gpu: Gpu) -> bool:
-    """Whether ``gpu`` has the asynchronous tensor-core instructions (Hopper's wgmma and TMA,
-    data-centre Blackwell's tcgen05) that FlashAttention-3 and cuDNN's fused attention are
-    built on: compute capability 9.x and 10.x (Ada, Ampere and the GeForce Blackwell parts,
-    12.x, run FlashAttention-2's synchronous MMA)."""
-    major = (gpu.compute_capability or "0").split(".")[0]
-    return gpu.vendor == "nvidia" and major in ("9", "10")
-
-
-EIGHT_BIT = frozenset({"fp8", "int8", "int4"})
-# Fitted by llm_validation.fit_stack: the 16-bit efficiency and the host time on
-# llm-foundry's MPT rows (H100, bf16), the FP8 one on MLPerf Training v3.0-v4.1's GPT-3 175B
-# and Llama 2 70B LoRA rows, attention's share on a grid between them;
-# tests/engine/test_llm_validation.py checks the fit and the golden tables.
-OPTIMIZED = OptimizedStack(
-    efficiency_16bit=0.62,
-    efficiency_8bit=0.54,
-    memory_share=0.2,
-    source="16-bit: llm-foundry MPT on H100 (2024-01-06); FP8: MLPerf Training v3.0-v4.1 "
-    "GPT-3 175B and Llama 2 70B LoRA (2023-06-27 to 2024-11-13)",
-    attention_share=0.3,
-    host_s=0.2,
-    # FlashAttention-3 over FlashAttention-2 on the H100, bf16, head dimension 128 (Shah et
-    # al. 2024, figs. 5-6 and section 4.1: 1.5-2.0x forward, 1.5-1.75x backward): a training
-    # step's attention is one part forward to two parts backward, 1.65x
-    native_attention_speedup=1.65,
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,40 +126,52 @@ class Work:
     host_s: float  # per optimizer step
 
 
-def stacked(profile: StepProfile, shape: ModelShape | None, stack: str) -> StepProfile:
-    """``profile`` as ``stack`` runs it: a training step on the optimized stack keeps the
-    activations fused kernels keep (:func:`~service.engine.layout.fused_memory`), not eager
-    PyTorch's saved tensors (what the profile counts)."""
-    if stack != "optimized" or not profile.trains:
+def stacked(profile: StepProfile, shape: ModelShape | None, stack: Stack | str) -> StepProfile:
+    """``profile`` as ``stack`` runs it: a training step on a stack of fused kernels keeps
+    the activations those kernels keep (:func:`~service.engine.layout.fused_memory`), not
+    eager PyTorch's saved tensors (what the profile counts); then the stack's loss, weight
+    and optimizer-state precisions and offloading (:func:`service.engine.stacks.held`)."""
+    stack = as_stack(stack)
+    if not profile.trains or stack.step_model:
         return profile
+    memory = profile.memory
     tokens = (profile.seq_len or 0) * profile.batch_size
-    held = fused_memory(profile.memory, shape, tokens, profile.precision)
-    return profile if held is profile.memory else replace(profile, memory=held)
+    # torch.compile's partitioner recomputes the cheap pointwise ops in backward and saves
+    # the GEMMs' inputs: what it keeps is the fused kernels' set too
+    if stack.get("fused_activations") or stack.kernels == "compiled":
+        memory = fused_memory(memory, shape, tokens, profile.precision)
+    vocab = shape.vocab if shape is not None and shape.lm_head else 0
+    layers = shape.layers if shape is not None else 0
+    memory = held(memory, stack, True, tokens, vocab, layers, profile.optimizer)
+    return profile if memory == profile.memory else replace(profile, memory=memory)
 
 
 def work(
     profile: StepProfile,
     gpu: Gpu,
     mode: MathMode,
-    stack: str,
+    stack: Stack | str,
     step_model: StepModel,
     workload: str | None = None,
     suite: str = DEFAULT_SUITE,
-    optimized: OptimizedStack = OPTIMIZED,
+    optimized: Compute | None = None,
 ) -> Work:
-    """The micro-batch's work on ``gpu`` under ``stack``."""
-    if stack == "pytorch":
+    """The micro-batch's work on ``gpu`` under ``stack`` (``optimized``: its compute
+    constants replaced, as a fit tries them)."""
+    stack = as_stack(stack)
+    if stack.step_model:
         forward = step_model.phase_gpu_s(profile, gpu, mode, workload, ["forward"])
         backward = step_model.phase_gpu_s(profile, gpu, mode, workload, ["backward"])
         parts = step_model.parts(profile, gpu, mode, workload, suite)
         return Work(forward, backward, parts.optimizer_s, parts.launch_s, parts.host_s)
+    constants = optimized or stack.compute
     bandwidth = step_model.bandwidth(gpu)
-    efficiency = optimized.efficiency(profile.precision)
+    efficiency = constants.efficiency(profile.precision)
     # FP8 recipes (Transformer Engine) keep attention in 16 bits
     attention_flops = mode.tensor_flops
     if profile.precision in EIGHT_BIT and gpu.bf16_tflops:
         attention_flops = gpu.bf16_tflops * 1e12
-    attention_rate = optimized.attention_rate(gpu)
+    attention_rate = constants.attention_rate(gpu)
 
     def timed(phase: str) -> float:
         t = resource_times(profile.mix, mode, bandwidth, [phase])
@@ -218,11 +179,18 @@ def work(
         matmul = t.tensor_s + t.cuda_core_s - attention / mode.tensor_flops
         compute = (matmul + attention / attention_flops / attention_rate) / efficiency
         compute += t.vector_s
-        return compute + t.memory_s * optimized.memory_share
+        return compute + t.memory_s * constants.memory_share
 
+    forward, backward = timed("forward"), timed("backward")
     optimizer = resource_times(profile.mix, mode, bandwidth, ["optimizer"]).total_s
-    host = optimized.host_s if profile.trains else 0.0
-    return Work(timed("forward"), timed("backward"), optimizer, 0.0, host)
+    host = constants.host_s if profile.trains else 0.0
+    launch = 0.0
+    if not stack.get("cuda_graphs"):  # each kernel's launch, as far as the GPU's work
+        # does not hide it (compiled and fused kernels: fewer, as their traffic is)
+        phases = ["forward", "backward"] if profile.trains else ["forward"]
+        launches = profile.mix.phase_launches(phases) * constants.memory_share
+        launch = max(0.0, launches * step_model.launch_s - forward - backward)
+    return Work(forward, backward, optimizer, launch, host)
 
 
 @dataclass(frozen=True, slots=True)
@@ -767,7 +735,7 @@ class Plan:
     smallest_count: int | None
     fastest_by_count: Mapping[int, Planned | None]
     net: Network
-    stack: str
+    stack: Stack
 
 
 def sized_at(
@@ -890,7 +858,7 @@ def plan(
     net: Network,
     mode: MathMode,
     usable_bytes: float,
-    stack: str,
+    stack: Stack | str,
     count: int | None = None,
     max_count: int = 64,
     global_batch: int | None = None,
@@ -911,7 +879,7 @@ def plan(
     at = count if count is not None else smallest
     chosen = tuple(by_count.get(at, [])) if at is not None else ()
     limited = {k: v for k, v in fastest.items() if k <= max_count or k == count}
-    return Plan(at or 0, chosen, smallest, limited, net, stack)
+    return Plan(at or 0, chosen, smallest, limited, net, as_stack(stack))
 
 
 # --- inference per layout ------------------------------------------------------------------
@@ -935,7 +903,8 @@ class LayoutInference:
     weights_bytes_per_gpu: float
     kv_bytes_per_sequence_per_gpu: float
     time_to_first_token_s: float
-    time_per_output_token_s: float
+    time_per_output_token_s: float  # a decode step of the batch
+    inter_token_latency_s: float  # with the prefills of requests joining interleaved
     decode_memory_s: float
     decode_compute_s: float
     decode_communication_s: float
@@ -954,6 +923,7 @@ class LayoutInference:
             "kv_bytes_per_sequence_per_gpu": self.kv_bytes_per_sequence_per_gpu,
             "time_to_first_token_s": self.time_to_first_token_s,
             "time_per_output_token_s": self.time_per_output_token_s,
+            "inter_token_latency_s": self.inter_token_latency_s,
             "output_tokens_per_s": self.output_tokens_per_s,
             "bound": self.bound,
             "decode_breakdown": {
@@ -983,36 +953,50 @@ def layout_inference(
     step_model: StepModel,
     net: Network,
     tensor_parallel: int,
-    stack: str,
+    stack: Stack | str,
     usable_bytes: float,
     weight_precision: str | None = None,
     kv_precision: str | None = None,
     concurrency: int | None = None,
-    optimized: OptimizedStack = OPTIMIZED,
 ) -> LayoutInference:
     """Prefill and decode of ``profile`` (an inference profile, batch = sequences) on a
     tensor-parallel group of ``tensor_parallel`` GPUs. Each decoded token reads every weight
     once (at ``weight_precision``) and each sequence's KV cache (at ``kv_precision``,
     on average half-way through its output), and all-reduces twice per layer."""
     t = tensor_parallel
+    stack = as_stack(stack)
+    memory = profile.memory
+    # the bytes a weight and a cached value take in the profile (an FP8 profile computes
+    # in FP8 but counts its weights and cache in 16 bits)
     base = WEIGHT_BYTES.get(profile.precision, 2.0)
+    if shape is not None and shape.parameters > 0:
+        base = memory.parameters_bytes / shape.parameters
+    kv_base = float(ACTIVATION_BYTES.get(profile.precision, 2))
     wp = weight_precision or profile.precision
     kvp = kv_precision or ("bf16" if profile.precision in EIGHT_BIT else profile.precision)
-    memory = profile.memory
     weights = memory.parameters_bytes * WEIGHT_BYTES[wp] / base / t
     batch = max(profile.batch_size, 1.0)
     kv_split = min(t, shape.kv_heads) if shape is not None else 1
-    kv_full = memory.kv_cache_bytes / batch * KV_BYTES.get(kvp, 2.0) / base / kv_split
+    kv_full = memory.kv_cache_bytes / batch * KV_BYTES.get(kvp, 2.0) / kv_base / kv_split
     spare = usable_bytes - weights - memory.runtime_overhead_bytes
     spare -= memory.temporary_peak_bytes / t
-    most = max(0, math.floor(spare / kv_full)) if kv_full > 0 else 0
-    c = concurrency or max(1, most)
     prompt = float(profile.prompt_tokens or 0)
     output = float(profile.output_tokens or 0)
     context = (prompt + output / 2) / max(prompt + output, 1.0)
-    bandwidth = step_model.bandwidth(gpu) * DECODE_BANDWIDTH_SHARE
-    memory_s = (weights + c * kv_full * context) / bandwidth
-    efficiency = optimized.efficiency(wp) if stack == "optimized" else 0.5
+    # a paged cache under continuous batching holds what each sequence has so far (half
+    # its output on average); a static batch reserves the whole length up front
+    paged = stack.get("paged_kv") and stack.get("continuous_batching")
+    reserved = kv_full * (context if paged else 1.0)
+    most = max(0, math.floor(spare / reserved)) if reserved > 0 else 0
+    c = concurrency or max(1, most)
+    serving = stack.serving
+    bandwidth = step_model.bandwidth(gpu) * serving.decode_bandwidth_share
+    # the weights' GEMMs and attention over the cache are separate kernels: the first
+    # bound by the weights' bytes or the FLOPs of the batch, the second by the cache's bytes
+    weights_s = weights / bandwidth
+    kv_s = c * kv_full * context / bandwidth
+    memory_s = weights_s + kv_s
+    efficiency = serving.prefill_efficiency
     parameters = shape.parameters if shape is not None else memory.parameters_bytes / base
     compute_s = 2 * parameters * c / (t * mode.tensor_flops * efficiency)
     comm = 0.0
@@ -1021,17 +1005,20 @@ def layout_inference(
         per_call = c * shape.hidden * 2.0 * 2 * (t - 1) / t
         calls = 2 * shape.layers
         comm = calls * _ring(per_call, t, link, 0.7, 2)
-    launch = 0.0
-    if stack == "pytorch":
-        launch = profile.mix.phase_launches(["decode-first"]) * step_model.launch_s
-    per_token = max(memory_s, compute_s) + comm + launch
+    launch = serving.step_overhead_s
+    if not stack.get("cuda_graphs"):
+        launch += profile.mix.phase_launches(["decode-first"]) * step_model.launch_s
+    per_token = max(weights_s, compute_s) + kv_s + comm + launch
     ideal = resource_times(profile.mix, mode, step_model.bandwidth(gpu), ["prefill"])
-    prefill_eff = optimized.efficiency(wp) if stack == "optimized" else 0.5
-    prefill = (ideal.tensor_s + ideal.cuda_core_s) / (prefill_eff * t) + ideal.vector_s / t
-    prefill += ideal.memory_s * optimized.memory_share / t
+    prefill = (ideal.tensor_s + ideal.cuda_core_s) / (efficiency * t) + ideal.vector_s / t
+    prefill += ideal.memory_s * stack.compute.memory_share / t
     if t > 1 and shape is not None:
         act = prompt * shape.hidden * 2.0
         prefill += 2 * shape.layers * _ring(act * 2 * (t - 1) / t, t, _group_link(net, t), 0.7, 2)
+    # continuous batching interleaves the prefills of the requests that join: in a steady
+    # state c / output of them per decode step (a static batch prefills once, up front)
+    joining = prefill / batch * c / output if output else 0.0
+    between = per_token + (joining if stack.get("continuous_batching") else 0.0)
     return LayoutInference(
         tensor_parallel=t,
         weight_precision=wp,
@@ -1042,10 +1029,11 @@ def layout_inference(
         kv_bytes_per_sequence_per_gpu=kv_full,
         time_to_first_token_s=prefill,
         time_per_output_token_s=per_token,
+        inter_token_latency_s=between,
         decode_memory_s=memory_s,
         decode_compute_s=compute_s,
         decode_communication_s=comm,
         decode_launch_s=launch,
-        output_tokens_per_s=c / per_token,
-        bound="memory_bandwidth" if memory_s >= compute_s else "compute",
+        output_tokens_per_s=c / (per_token + joining),  # each request's prefill counted
+        bound="memory_bandwidth" if weights_s + kv_s >= compute_s else "compute",
     )

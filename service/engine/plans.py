@@ -16,9 +16,8 @@ from knowledge.records import Gpu
 from service.engine.errors import InvalidRequest
 from service.engine.estimate import USABLE_MEMORY_SHARE
 from service.engine.layout import Layout, LayoutError, ModelShape, check, memory_parts
+from service.engine import stacks
 from service.engine.parallel import (
-    OPTIMIZED,
-    STACKS,
     Network,
     Planned,
     layout_inference,
@@ -36,20 +35,6 @@ from service.engine.step_profile import StepProfile
 # the links a plan compares its best layout on: inside a node, then between nodes
 INTRA_ALTERNATIVES = ("pcie-4-x16", "pcie-5-x16")
 INTER_ALTERNATIVES = ("ethernet-100g", "ethernet-400g", "infiniband-hdr", "infiniband-ndr")
-STACK_NOTES = {
-    "pytorch": "stack pytorch: eager PyTorch with stock kernels (the step model fitted on "
-    "Lambda's benchmarks), its kernel launches and host time included",
-    "optimized": "stack optimized: a vendor-tuned stack (Megatron / NeMo, TensorRT-LLM): "
-    "GEMMs at the efficiency fitted on llm-foundry (16-bit) and MLPerf Training (FP8), "
-    "elementwise work fused, attention at its fitted share of the GEMMs' rate "
-    f"(llm-foundry's Triton FlashAttention and FlashAttention-2), "
-    f"{OPTIMIZED.native_attention_speedup:g}x that on "
-    "Hopper and data-centre Blackwell "
-    "(FlashAttention-3, cuDNN's fused attention; Shah et al. 2024), the framework's host "
-    "time per optimizer step (fitted on llm-foundry); a dense transformer's training keeps "
-    "the activations fused kernels keep "
-    "(Korthikanti et al. 2022 for its widths, not eager PyTorch's saved tensors)",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +46,7 @@ class Setting:
     shape: ModelShape | None
     gpu: Gpu
     mode: MathMode
-    stack: str
+    stack: stacks.Stack
     net: Network
     usable_bytes: float
 
@@ -70,9 +55,10 @@ def _setting(service: EstimateService, body: Mapping[str, Any]) -> Setting:
     gpu = service.knowledge.gpu(body["gpu"])
     found = service.body_profile(body)
     profile = StepProfile.from_profile(found)
-    stack = body.get("stack") or "pytorch"
-    if stack not in STACKS:
-        raise InvalidRequest("stack", f"one of {', '.join(STACKS)}", stack)
+    shape = ModelShape.from_profile(found)
+    stack = stacks.for_work(
+        service.knowledge, body.get("stack"), body.get("stack_options"), profile, shape
+    )
     mode = math_mode(gpu, profile.precision)
     links = body.get("interconnect") or {}
     net = network(
@@ -84,8 +70,30 @@ def _setting(service: EstimateService, body: Mapping[str, Any]) -> Setting:
         body.get("nvlink"),
     )
     usable = gpu.memory_gb * 2**30 * USABLE_MEMORY_SHARE
-    shape = ModelShape.from_profile(found)
     return Setting(found, stacked(profile, shape, stack), shape, gpu, mode, stack, net, usable)
+
+
+ZERO_STAGE = {"none": 0, "optimizer": 1, "full": 3}  # a stack's sharding as a ZeRO stage
+
+
+def layout_timed(service: EstimateService, body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The data-parallel layout over the request's ``count`` that times its training step
+    with the layout model, sharded as its stack shards (None: the step model times it: a
+    stack it was fitted for, or no training)."""
+    found = service.body_profile(body)
+    profile = StepProfile.from_profile(found)
+    stack = stacks.for_work(
+        service.knowledge,
+        body.get("stack"),
+        body.get("stack_options"),
+        profile,
+        ModelShape.from_profile(found),
+    )
+    if not profile.trains or stack.step_model:
+        return None
+    stage = ZERO_STAGE[stack.get("sharding")]
+    count = int(body.get("count") or 1)
+    return {"data_parallel": count, **({"zero_stage": stage} if count > 1 and stage else {})}
 
 
 def _link(net: Network) -> dict[str, Any]:
@@ -108,7 +116,7 @@ def _link(net: Network) -> dict[str, Any]:
 
 def _assumptions(s: Setting) -> list[str]:
     out = [
-        STACK_NOTES[s.stack],
+        s.stack.note(),
         f"math mode: {s.mode.name}; {s.gpu.id} usable memory "
         f"{s.usable_bytes / 2**30:.1f} GiB of {s.gpu.memory_gb:g} GiB",
         f"inside a node: {s.net.intra.why}; between nodes: {s.net.inter.why}",
@@ -143,7 +151,7 @@ def plan_request(service: EstimateService, body: Mapping[str, Any]) -> dict[str,
     best = next((x for x in found.ranked if x.fits), None)
     out: dict[str, Any] = {
         "gpu": s.gpu.id,
-        "stack": s.stack,
+        "stack": s.stack.to_dict(),
         "task": s.profile.task,
         "count": found.count,
         "smallest_count": found.smallest_count,
@@ -248,7 +256,7 @@ def _inference_plan(
         alone = served_alone(service, s.profile, s.gpu)
         return {
             "gpu": s.gpu.id,
-            "stack": s.stack,
+            "stack": s.stack.to_dict(),
             "task": s.profile.task,
             "smallest_count": 1 if alone["fits"] else None,
             "inference": [alone],
@@ -281,7 +289,7 @@ def _inference_plan(
     fitting = [x for x in found if x["fits"]]
     return {
         "gpu": s.gpu.id,
-        "stack": s.stack,
+        "stack": s.stack.to_dict(),
         "task": s.profile.task,
         "smallest_count": fitting[0]["tensor_parallel"] if fitting else None,
         "inference": sorted(found, key=lambda x: (not x["fits"], -x["output_tokens_per_s"])),
@@ -314,7 +322,8 @@ def serving_estimate(service: EstimateService, body: Mapping[str, Any]) -> dict[
     for t in degrees:
         served = layout_inference(
             s.profile, s.shape, s.gpu, s.mode, model.step_model, s.net, t, s.stack,
-            s.usable_bytes,
+            s.usable_bytes, body.get("weight_precision"), body.get("kv_precision"),
+            body.get("concurrency"),
         )  # fmt: skip
         if served.max_concurrency >= 1 or t == degrees[-1]:
             replicas = count // t

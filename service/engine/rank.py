@@ -29,12 +29,13 @@ from typing import Any
 
 from knowledge import Knowledge
 from knowledge.records import Gpu
-from service.engine import cost, deadline, deployment, job
+from service.engine import cost, deadline, deployment, job, stacks
 from service.engine.deployment import Site
 from service.engine.errors import InvalidRequest, NotFound
 from service.engine.estimate import USABLE_MEMORY_SHARE
 from service.engine.job import Energy, JobTime, Sizes
 from service.engine.layout import Layout, LayoutMemory, ModelShape, memory_parts
+from service.engine.stacks import Stack
 from service.engine.parallel import (
     Network,
     Parts,
@@ -128,6 +129,7 @@ class Setting:
     model_params_b: float | None
     task: str
     feed: Feed = field(default_factory=lambda: Feed(Sizes(0.0, 0.0, 0.0), "traced", None, 1.0))
+    stack: Stack | None = None  # the software stack a described workload runs on
 
     @property
     def objective(self) -> str:
@@ -290,7 +292,7 @@ def _described_runs(
     the link inside, the network between), the planner's fastest layout on that topology at
     each count its sites are taken at, up to ``max_gpus``, for ``profile`` (of ``shape``)."""
     model = service._built_model()
-    stack = s.request.stack
+    stack = s.stack or stacks.for_work(service.knowledge, None, None, profile, shape)
     profile = stacked(profile, shape, stack)
     job = profile.dataset_steps * profile.samples_per_step if profile.dataset_steps else None
     batch = s.request.global_batch_size
@@ -417,7 +419,7 @@ def _kept_runs(
     r, c = s.request, s.constraints
     key = (
         service.knowledge.version, profile.profile_id, tuple(g.id for g in gpus), max_gpus,
-        r.stack, r.global_batch_size, c.deployment, tuple(sorted(c.providers)),
+        s.stack, r.global_batch_size, c.deployment, tuple(sorted(c.providers)),
         "gpu_price_usd" in r.onprem,
     )  # fmt: skip
     with _runs_lock:
@@ -457,7 +459,7 @@ def _serving_runs(
         usable = gpu.memory_gb * 2**30 * USABLE_MEMORY_SHARE
         if profile.output_tokens:
             net = network(service.knowledge, gpu, per_node)
-            found = _decoding(service, s.request, profile, shape, gpu, mode, net, usable, max_gpus)
+            found = _decoding(service, s, profile, shape, gpu, mode, net, usable, max_gpus)
         else:
             found = _one_gpu_serving(service, profile, gpu)
         if found is None:
@@ -483,7 +485,7 @@ def _serving_runs(
 
 
 def _decoding(
-    service: EstimateService, request: RecommendationRequest, profile: StepProfile,
+    service: EstimateService, s: Setting, profile: StepProfile,
     shape: ModelShape | None, gpu: Gpu, mode: MathMode, net: Network, usable: float,
     max_gpus: int,
 ) -> tuple[int, float, float, Served] | None:  # fmt: skip
@@ -492,7 +494,8 @@ def _decoding(
     latency, and how it serves. Each sequence's prefill (the profile's over its batch) runs
     alone; its output tokens are decoded with the others'."""
     step_model = service._built_model().step_model
-    stack = request.stack
+    request = s.request
+    stack = s.stack or stacks.for_work(service.knowledge, None, None, profile, shape)
     wanted = request.concurrency or 1
     for t in tensor_degrees(shape, min(net.gpus_per_node, max_gpus)):
         x = layout_inference(profile, shape, gpu, mode, step_model, net, t, stack, usable,
@@ -1035,6 +1038,8 @@ def recommend(service: EstimateService, request: RecommendationRequest) -> dict[
         gpus, warnings = _catalog(service, s, book, excluded)
         limit = s.constraints.max_gpus or DEFAULT_MAX_GPUS
         shape = ModelShape.from_profile(raw)
+        s = replace(s, stack=stacks.for_work(
+            service.knowledge, request.stack, request.stack_options, profile, shape))  # fmt: skip
         planner = _kept_runs if profile.trains else _serving_runs
         runs = planner(service, s, profile, shape, gpus, min(limit, 1024), excluded)
     base = _request_symbols(s)
@@ -1073,6 +1078,7 @@ def recommend(service: EstimateService, request: RecommendationRequest) -> dict[
         "advice": advice,
         "summary": summary(s, recs, advice, len(merged)),
         "assumptions": _assumptions(s, profile),
+        "stack": s.stack.to_dict() if s.stack is not None else None,
         "knowledge_version": service.knowledge.version,
         "rules_version": book.digest,
     }
@@ -1109,7 +1115,7 @@ def _advice(
         symbols["smallest_count"] = float(smallest)
         if profile is not None and smallest > 1:
             symbols["fits_one_gpu_accumulating"] = _fits_one_accumulating(
-                service, s.request, profile, shape, top.gpu
+                service, s, profile, shape, top.gpu
             )
     if profile is not None and top is not None and s.precision in ("fp32", "tf32"):
         model = service._built_model()
@@ -1131,13 +1137,14 @@ def _advice(
 
 
 def _fits_one_accumulating(
-    service: EstimateService, request: RecommendationRequest, profile: StepProfile,
+    service: EstimateService, s: Setting, profile: StepProfile,
     shape: ModelShape | None, gpu: Gpu,
 ) -> bool:  # fmt: skip
     """Whether one ``gpu`` holds the workload at micro-batch 1 (its batch then accumulated
     over micro-batches): the same model and workload profiled at batch 1, under the layout
     of one GPU that needs least memory. Only for a described training workload with a batch
     above 1 (a stored profile does not say how to profile it again)."""
+    request = s.request
     workload = request.workload
     if not profile.trains or profile.batch_size <= 1 or request.model is None or not workload:
         return False
@@ -1145,7 +1152,7 @@ def _fits_one_accumulating(
     one = StepProfile.from_profile(
         service.body_profile({"model": request.model, "workload": single})
     )
-    one = stacked(one, shape, request.stack)
+    one = stacked(one, shape, s.stack or "pytorch")
     usable = gpu.memory_gb * 2**30 * USABLE_MEMORY_SHARE
     sized = sized_at(1, one, shape, 1)
     return bool(sized) and sized[0][1].total_bytes <= usable
@@ -1305,6 +1312,8 @@ def _assumptions(s: Setting, profile: StepProfile | None) -> list[str]:
         "centre's PUE; emissions at the region's grid intensity "
         "(knowledge/data/grid_intensity.csv)",
     ]
+    if s.stack is not None:
+        out.insert(0, s.stack.note())
     if s.feed.samples_per_s_per_vcpu is not None:
         out.append(
             f"input: each instance's vCPUs (less {s.feed.reserved_vcpus_per_gpu:g} per GPU) "

@@ -51,7 +51,8 @@ class RecommendationRequest:
     constraints: Constraints = field(default_factory=Constraints)
     usage: UsageAsked = field(default_factory=UsageAsked)
     onprem: dict[str, float] = field(default_factory=dict)
-    stack: str = "pytorch"
+    stack: str | None = None  # a stack id or alias (None: the default for the work)
+    stack_options: dict[str, Any] = field(default_factory=dict)  # properties overridden
     global_batch_size: int | None = None
     weight_precision: str | None = None
     kv_precision: str | None = None

@@ -37,6 +37,8 @@ class StepProfile:
     output_tokens: int | None = None
     dataset_steps: float | None = None
     profile_id: str | None = None
+    method: str | None = None  # fine-tuning: full, lora or qlora
+    optimizer: str | None = None  # as asked (None: the profiler's default, AdamW)
 
     @property
     def trains(self) -> bool:
@@ -72,6 +74,8 @@ class StepProfile:
             output_tokens=workload.get("output_tokens"),
             dataset_steps=float(dataset["steps"]) if dataset.get("steps") else None,
             profile_id=profile.get("profile_id"),
+            method=workload.get("method"),
+            optimizer=workload.get("optimizer"),
         )
 
     @classmethod

@@ -1,0 +1,489 @@
+"""The named stacks against the runs their maintainers published, each publication left out.
+
+knowledge/data/stack_runs/*.yaml holds the tables torchtitan, torchtune, Megatron-LM and
+NeMo, TensorRT-LLM, vLLM, SGLang, PEFT, DeepSpeed and others publish, each row with the
+model, the GPUs, the layout, the batch, the sequence and the precision it ran at. Each row
+becomes a :class:`Case` of one kind:
+
+- ``training_throughput``: tokens a second per GPU (printed, or from the printed MFU or
+  model TFLOP/s at 6 N + 12 l h s FLOPs a token), against the layout model's step on the
+  printed layout under the stack named;
+- ``peak_memory``: the printed peak, against the layout's memory per GPU as the figure
+  counts it (the allocator's peak: no CUDA context or fragmentation; reserved: with the
+  fragmentation; nvidia-smi or unstated: everything);
+- ``serving_throughput``: output tokens a second of all the GPUs, against the serving
+  model's at the printed concurrency (else the most the KV cache holds).
+
+Each stack's one fitted constant is a scale on its GEMM efficiency (training) or on its
+decode bandwidth share and prefill efficiency (serving), chosen on a grid to minimise the
+median absolute log error over its rows. :func:`report` predicts every row from a fit
+that left its publication out: scikit-learn's ``LeaveOneGroupOut`` over the publications,
+through ``cross_val_predict`` with the fit wrapped as an estimator (:class:`StackFit`). A
+stack whose only publication is left out is predicted with its constants as shipped
+unfitted (scale 1): the score of what it does, not of its rows.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.model_selection import LeaveOneGroupOut, cross_val_predict
+
+from knowledge import Knowledge
+from profiles.profile import CONTEXT_BYTES
+from service.engine import stacks
+from service.engine.errors import InvalidRequest
+from service.engine.estimate import USABLE_MEMORY_SHARE
+from service.engine.layout import Layout, LayoutError, ModelShape, check, memory_per_gpu
+from service.engine.parallel import (
+    layout_inference,
+    layout_step,
+    model_flops,
+    network,
+    stacked,
+    work,
+)
+from service.engine.roofline import math_mode, usable_precisions
+from service.engine.step_model import StepModel
+from service.engine.step_profile import StepProfile
+
+RUNS = Path(__file__).resolve().parents[2] / "knowledge" / "data" / "stack_runs"
+# the fit's grid: a scale on the GEMM efficiency (training) or on the decode bandwidth share
+# and the prefill efficiency (serving), with the training loop's host time per step
+SCALES = tuple(round(0.5 + 0.05 * i, 2) for i in range(21))  # 0.50 .. 1.50
+HOSTS = (0.0, 0.01, 0.03, 0.1, 0.2)
+GRID = tuple((g, h) for g in SCALES for h in HOSTS)
+UNFITTED = GRID.index((1.0, 0.2))  # the constants before any stack's fit (parallel.OPTIMIZED)
+KINDS = ("training_throughput", "peak_memory", "serving_throughput", "serving_latency")
+TARGETS = {"training_throughput": 0.10, "peak_memory": 0.08, "serving_throughput": 0.15,
+           "serving_latency": 0.15}  # fmt: skip
+PRECISIONS = {"bf16": "bf16", "fp16": "fp16", "fp32": "fp32", "fp8": "fp8", "mxfp8": "fp8"}
+Source = Callable[[Any, dict[str, Any]], dict[str, Any]]
+
+
+@dataclass(slots=True)
+class Case:
+    """One printed figure and its prediction at each scale of :data:`GRID`."""
+
+    table: str
+    publication: str
+    stack: str
+    kind: str
+    label: str
+    measured: float
+    predicted: np.ndarray  # by grid scale (memory: the same at every scale)
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def fitted(self) -> bool:
+        return self.kind != "peak_memory"
+
+
+def tables(root: Path = RUNS) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for path in sorted(root.glob("*.yaml")):
+        for table in yaml.safe_load(path.read_text()) or []:
+            out.append({**table, "file": path.name})
+    return out
+
+
+def publication(table: dict[str, Any]) -> str:
+    """The publication a table comes from: its source's repository@commit and file (or
+    the paper), so that tables of one document are left out together."""
+    words = str(table["source"]).replace(",", " ").split()
+    return " ".join(words[:2])
+
+
+def _description(model: Any) -> Any:
+    if isinstance(model, str):
+        return model
+    if model.get("moe_experts"):
+        raise ValueError("mixture of experts: not in the families the profiler builds")
+    spec = {
+        "family": "transformer", "arch": "decoder", "layers": int(model["layers"]),
+        "hidden": int(model["hidden"]), "heads": int(model["heads"]),
+        "kv_heads": int(model.get("kv_heads") or model["heads"]),
+        "ffn": int(model.get("ffn") or 4 * int(model["hidden"])),
+        "vocab": int(model.get("vocab") or 32000), "gated": bool(model.get("gated", True)),
+        "norm": "rmsnorm", "activation": "silu" if model.get("gated", True) else "gelu",
+        "position": "rope", "bias": False,
+    }  # fmt: skip
+    return spec
+
+
+def _optimizer(row: dict[str, Any]) -> str | None:
+    name = str(row.get("optimizer") or "").lower()
+    if "8" in name and "bit" in name:
+        return "8-bit adam"
+    return None
+
+
+def _options(row: dict[str, Any]) -> dict[str, Any]:
+    """The stack properties a row says it changed."""
+    out: dict[str, Any] = {}
+    if "paged" in str(row.get("optimizer") or "").lower():
+        out["paged_optimizer"] = True
+    if row.get("optimizer_in_bwd"):
+        out["optimizer_in_backward"] = True
+    if row.get("compile") is True:
+        out["kernels"] = "compiled"
+    if "activation_offload" in row:
+        out["activation_offload"] = bool(row["activation_offload"])
+    if "chunked_loss" in row:
+        out["loss"] = "chunked" if row["chunked_loss"] else "full-fp32"
+    return out
+
+
+def _tokens_per_s_per_gpu(row: dict[str, Any], shape: ModelShape, seq: int, peak: float) -> float:
+    gpus = int(row["gpus"])
+    if row.get("tokens_per_s_per_gpu"):
+        return float(row["tokens_per_s_per_gpu"])
+    if row.get("tokens_per_s"):
+        return float(row["tokens_per_s"]) / gpus
+    per_token = 6 * shape.parameters + 12 * shape.layers * shape.hidden * seq
+    if row.get("tflops_per_gpu"):
+        return float(row["tflops_per_gpu"]) * 1e12 / per_token
+    if row.get("mfu"):
+        return float(row["mfu"]) * peak / per_token
+    raise ValueError("no throughput printed")
+
+
+def _printed_memory(layout_memory: Any, kind: str) -> float:
+    """The layout's memory as a printed figure of ``kind`` counts it."""
+    total = float(layout_memory.total_bytes)
+    overhead = float(layout_memory.runtime_overhead_bytes)
+    if kind in ("allocated", "active"):
+        return total - overhead
+    if kind == "reserved":
+        return total - min(overhead, CONTEXT_BYTES)
+    return total
+
+
+def _training_cases(
+    knowledge: Knowledge, step_model: StepModel, source: Source, table: dict[str, Any],
+    row: dict[str, Any], label: str,
+) -> list[Case]:  # fmt: skip
+    gpu = knowledge.gpu(table["gpu"])
+    precision = PRECISIONS.get(str(row.get("precision") or table.get("precision") or "bf16"))
+    if precision is None:
+        raise ValueError(f"precision {row.get('precision')} is not modelled")
+    if precision not in usable_precisions(gpu):
+        raise ValueError(f"{gpu.id} does not run {precision}")
+    seq = row.get("seq") or table.get("seq")
+    if not seq:
+        raise ValueError("no sequence length printed")
+    method = row.get("method") or "full"
+    task = "fine-tuning" if table["kind"] == "fine-tuning" or method != "full" else "training"
+    micro = int(row.get("micro") or 1)
+    request: dict[str, Any] = {"task": task, "batch_size": micro, "seq_len": int(seq),
+                               "precision": precision}  # fmt: skip
+    if task == "fine-tuning":
+        request["method"] = method
+        if method in ("lora", "qlora") and row.get("lora_rank"):
+            request["lora_rank"] = int(row["lora_rank"])
+    if _optimizer(row):
+        request["optimizer"] = _optimizer(row)
+    t, p, c = int(row.get("tp") or 1), int(row.get("pp") or 1), int(row.get("cp") or 1)
+    gpus = int(row["gpus"])
+    offload = "parameters" if row.get("cpu_offload") else "none"
+    d = int(row.get("dp") or gpus // (t * p * c))
+    if d * t * p * c != gpus:
+        d = max(1, gpus // (t * p * c))
+    found = source(_description(row["model"]), request)
+    profile = StepProfile.from_profile(found)
+    shape = ModelShape.from_profile(found)
+    if shape is None:
+        raise ValueError("not a transformer")
+    stack = stacks.for_work(knowledge, table["stack"], _options(row), profile, shape)
+    profile = stacked(profile, shape, stack)
+    if row.get("fsdp") or "fsdp" in str(row.get("note", "")).lower()[:0]:
+        stage = 3
+    elif row.get("zero_stage") is not None:
+        stage = int(row["zero_stage"])
+    else:
+        stage = {"none": 0, "optimizer": 1, "full": 3}[stack.get("sharding")] if d > 1 else 0
+    checkpointing = row.get("checkpointing") or "none"
+    accumulation = 1
+    if row.get("global"):
+        accumulation = max(1, math.ceil(int(row["global"]) / (micro * d)))
+    layout = Layout(
+        data_parallel=d, tensor_parallel=t, pipeline_parallel=p, context_parallel=c,
+        zero_stage=stage if d * c > 1 else 0, sequence_parallel=t > 1,
+        activation_checkpointing=checkpointing, micro_batch_size=micro,
+        gradient_accumulation=accumulation, virtual_stages=int(row.get("vp") or 1),
+        offload=offload if stage == 3 else "none",
+    )  # fmt: skip
+    per_node = int(table.get("gpus_per_node") or 8)
+    check(layout, shape, per_node, profile.seq_len)
+    mode = math_mode(gpu, precision)
+    net = network(knowledge, gpu, min(per_node, gpus) if gpus > 1 else 1)
+    publ = publication(table)
+    out: list[Case] = []
+    detail = {"gpu": gpu.id, "gpus": gpus, "layout": layout.to_dict(), "precision": precision,
+              "method": method, "seq": int(seq), "stack": stack.id,
+              "options": _options(row)}  # fmt: skip
+    has_figure = any(row.get(k) for k in ("tokens_per_s_per_gpu", "tokens_per_s", "mfu",
+                                          "tflops_per_gpu"))  # fmt: skip
+    if has_figure:
+        peak = mode.tensor_flops if precision not in ("fp8",) or not gpu.bf16_tflops else (
+            gpu.bf16_tflops * 1e12)  # fmt: skip
+        measured = _tokens_per_s_per_gpu(row, shape, int(seq), peak)
+        flops = model_flops(profile)
+        base = stack.compute
+        predicted = []
+        for g in SCALES:
+            scaled = replace(base, efficiency_16bit=min(0.95, base.efficiency_16bit * g),
+                             efficiency_8bit=min(0.95, base.efficiency_8bit * g))  # fmt: skip
+            done = work(profile, gpu, mode, stack, step_model, optimized=scaled)
+            for h in HOSTS:
+                step = layout_step(layout, profile, shape, replace(done, host_s=h), net,
+                                   mode.tensor_flops, flops)  # fmt: skip
+                predicted.append(step.tokens_per_s / gpus)
+        out.append(Case(table["id"], publ, stack.id, "training_throughput", label, measured,
+                        np.array(predicted), detail))  # fmt: skip
+    if row.get("memory_gib") and not row.get("oom"):
+        held = memory_per_gpu(profile.memory, layout, shape, True)
+        kind = str(row.get("memory_kind") or "unknown")
+        value = _printed_memory(held, kind)
+        usable = gpu.memory_gb * 2**30
+        out.append(Case(table["id"], publ, stack.id, "peak_memory", label,
+                        float(row["memory_gib"]) * 2**30, np.full(len(GRID), value),
+                        {**detail, "memory_kind": kind, "gpu_memory_gib": gpu.memory_gb,
+                         "fits": held.total_bytes <= usable * 1.0}))  # fmt: skip
+    return out
+
+
+def _concurrency(row: dict[str, Any], output: int) -> float | None:
+    """The sequences in flight: as printed, or by Little's law from the printed requests a
+    second and each request's time (None: an offline run, as many as the cache holds)."""
+    if row.get("concurrency"):
+        return float(row["concurrency"])
+    if row.get("request_rate") and row.get("requests_per_s"):
+        if row.get("e2e_latency_ms"):
+            return float(row["requests_per_s"]) * float(row["e2e_latency_ms"]) / 1e3
+        if row.get("ttft_ms") and (row.get("itl_ms") or row.get("tpot_ms")):
+            per_token = float(row.get("tpot_ms") or row["itl_ms"])
+            return float(row["requests_per_s"]) * (float(row["ttft_ms"]) + output * per_token) / 1e3
+    return None
+
+
+def _serving_case(
+    knowledge: Knowledge, step_model: StepModel, source: Source, table: dict[str, Any],
+    row: dict[str, Any], label: str,
+) -> list[Case]:  # fmt: skip
+    """Offline throughput (all requests at once) and, where the load is printed, the time
+    per output token at the concurrency the load keeps in flight."""
+    if not row.get("prompt_tokens") or not row.get("output_tokens"):
+        raise ValueError("prompt and output lengths not printed (a dataset's mix)")
+    gpu = knowledge.gpu(table["gpu"])
+    weights = str(row.get("weight_precision") or "bf16").lower()
+    if weights not in ("bf16", "fp16", "fp8", "int8", "int4"):
+        raise ValueError(f"weights in {weights} are not modelled")
+    if weights == "fp8" and "fp8" not in usable_precisions(gpu):
+        raise ValueError(f"{gpu.id} does not run fp8")
+    compute = "fp8" if weights == "fp8" else "bf16"
+    prompt, output = int(row["prompt_tokens"]), int(row["output_tokens"])
+    request = {"task": "inference", "batch_size": 1, "prompt_tokens": prompt,
+               "output_tokens": output, "precision": compute}  # fmt: skip
+    found = source(_description(row["model"]), request)
+    profile = StepProfile.from_profile(found)
+    shape = ModelShape.from_profile(found)
+    stack = stacks.for_work(knowledge, table["stack"], None, profile, shape)
+    t, gpus = int(row.get("tp") or 1), int(row["gpus"])
+    mode = math_mode(gpu, compute)
+    net = network(knowledge, gpu, max(t, 1))
+    usable = gpu.memory_gb * 2**30 * USABLE_MEMORY_SHARE
+    kv = row.get("kv_precision")
+    load = _concurrency(row, output)
+    offline = load is None and not row.get("request_rate")
+    per_token = row.get("tpot_ms") or row.get("itl_ms")
+    if not offline and (load is None or not per_token):
+        raise ValueError("an open-loop load whose concurrency cannot be told from the row")
+    base = stack.serving
+    rates, latencies = [], []
+    for g, _ in GRID:
+        scaled = replace(stack, serving=replace(
+            base, decode_bandwidth_share=min(1.0, base.decode_bandwidth_share * g),
+            prefill_efficiency=min(0.95, base.prefill_efficiency * g)))  # fmt: skip
+        c = max(1, round(load)) if load else None
+        x = layout_inference(profile, shape, gpu, mode, step_model, net, t, scaled, usable,
+                             weights, kv, c)  # fmt: skip
+        if x.max_concurrency < 1:
+            raise ValueError("the weights and one sequence do not fit (estimate)")
+        # each request's prefill runs alone; its output is decoded with the others'
+        rate = 1.0 / (x.time_to_first_token_s + output * x.time_per_output_token_s / x.concurrency)
+        rates.append(rate * output * gpus / t)
+        latencies.append(x.inter_token_latency_s * 1e3)
+    detail = {"gpu": gpu.id, "gpus": gpus, "tp": t, "weights": weights, "prompt": prompt,
+              "output": output, "stack": stack.id, "concurrency": load}  # fmt: skip
+    publ = publication(table)
+    if offline and row.get("output_tokens_per_s"):
+        return [Case(table["id"], publ, stack.id, "serving_throughput", label,
+                     float(row["output_tokens_per_s"]), np.array(rates), detail)]  # fmt: skip
+    if per_token:
+        return [Case(table["id"], publ, stack.id, "serving_latency", label, float(per_token),
+                     np.array(latencies), {**detail, "statistic": row.get("statistic")})]  # fmt: skip
+    raise ValueError("no offline throughput or time per output token printed")
+
+
+def cases(
+    knowledge: Knowledge, step_model: StepModel, source: Source
+) -> tuple[list[Case], list[dict[str, str]]]:
+    """Every row that can be modelled as cases; the others with the reason."""
+    found: list[Case] = []
+    skipped: list[dict[str, str]] = []
+    for table in tables():
+        for i, printed in enumerate(table["rows"]):
+            label = f"{table['id']}#{i + 1}"
+            # where a row is silent, what the table's source says its configs did
+            assumed = (table.get("assumed") or {}).get(printed.get("method") or "full", {})
+            row = {**assumed, **printed}
+            try:
+                if table.get("held") is False:
+                    raise ValueError("not scored: the table's conditions are not stated")
+                if knowledge.stack_index.resolve(str(table["stack"])) is None:
+                    raise ValueError(f"stack {table['stack']} is not one rightsize models")
+                if str(table.get("gpu")) not in knowledge.gpus:
+                    raise ValueError(f"GPU {table.get('gpu')} is not in the knowledge")
+                if table["kind"] == "serving":
+                    found += _serving_case(knowledge, step_model, source, table, row, label)
+                else:
+                    found += _training_cases(knowledge, step_model, source, table, row, label)
+            except (ValueError, KeyError, InvalidRequest, LayoutError) as exc:
+                skipped.append({"row": label, "reason": str(exc)[:200]})
+    return found, skipped
+
+
+def _log_errors(case: Case) -> np.ndarray:
+    return np.abs(np.log(case.predicted / case.measured))
+
+
+def best_scale(data: Sequence[Case]) -> int:
+    """The grid index whose scale gives ``data`` the least median absolute log error (the
+    unfitted constants, scale 1, where there is nothing to fit on)."""
+    fitted = [c for c in data if c.fitted]
+    if not fitted:
+        return UNFITTED
+    errors = np.median(np.vstack([_log_errors(c) for c in fitted]), axis=0)
+    return int(np.argmin(errors))
+
+
+class StackFit(BaseEstimator, RegressorMixin):  # type: ignore[misc]
+    """scikit-learn's view of the stacks' fit: ``X`` holds indices into ``cases``, ``y``
+    the log of the printed figures; ``fit`` picks each stack and kind's scale on the rows
+    it is given, ``predict`` the log of each row's prediction at its stack's scale."""
+
+    def __init__(self, cases: Sequence[Case] = ()) -> None:
+        self.cases = cases
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> StackFit:
+        groups: dict[tuple[str, str], list[Case]] = defaultdict(list)
+        for i in X[:, 0]:
+            case = self.cases[int(i)]
+            groups[case.stack, case.kind].append(case)
+        self.scales_ = {key: best_scale(rows) for key, rows in groups.items()}
+        return self
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        unfitted = UNFITTED
+        out = []
+        for i in X[:, 0]:
+            case = self.cases[int(i)]
+            at = self.scales_.get((case.stack, case.kind), unfitted)
+            out.append(math.log(case.predicted[at]))
+        return np.array(out)
+
+
+def held_out(data: Sequence[Case]) -> np.ndarray:
+    """Each case's prediction from a fit that left its publication out."""
+    if not data:
+        return np.array([])
+    X = np.arange(len(data)).reshape(-1, 1)
+    y = np.log([c.measured for c in data])
+    groups = [c.publication for c in data]
+    if len(set(groups)) < 2:
+        return np.array([c.predicted[UNFITTED] for c in data])
+    found = cross_val_predict(StackFit(data), X, y, groups=groups, cv=LeaveOneGroupOut())
+    return np.exp(found)
+
+
+def shipped_scales(data: Sequence[Case]) -> dict[tuple[str, str], tuple[float, float]]:
+    """Each stack and kind's (scale, host time) fitted on every row (what
+    knowledge/data/stacks.yaml ships)."""
+    fit = StackFit(data).fit(np.arange(len(data)).reshape(-1, 1), np.zeros(len(data)))
+    return {key: GRID[i] for key, i in fit.scales_.items()}
+
+
+def _cause(case: Case, predicted: float) -> str:
+    d = case.detail
+    over = predicted > case.measured
+    if case.kind == "peak_memory":
+        return (f"{'over' if over else 'under'}-counted memory ({d.get('memory_kind')}; "
+                f"{d.get('method')}, options {d.get('options') or 'none'})")  # fmt: skip
+    if case.kind == "serving_throughput":
+        return f"{'too fast' if over else 'too slow'}: {d.get('weights')} weights, TP{d.get('tp')}"
+    return (f"{'too fast' if over else 'too slow'}: {d.get('precision')}, "
+            f"{d.get('gpus')} x {d.get('gpu')}, layout {_layout_text(d.get('layout') or {})}")
+
+
+def _layout_text(layout: dict[str, Any]) -> str:
+    keys = (("data_parallel", "dp"), ("tensor_parallel", "tp"), ("pipeline_parallel", "pp"),
+            ("context_parallel", "cp"), ("zero_stage", "zero"))  # fmt: skip
+    return " ".join(f"{short}{layout[k]}" for k, short in keys if layout.get(k, 1) not in (1, 0))
+
+
+def summarise(data: Sequence[Case], predicted: np.ndarray, worst: int = 10) -> dict[str, Any]:
+    """Per stack and kind: rows, median and worst error; the worst rows overall."""
+    by: dict[tuple[str, str], list[float]] = defaultdict(list)
+    rows = []
+    for case, value in zip(data, predicted, strict=True):
+        ape = abs(value / case.measured - 1)
+        by[case.stack, case.kind].append(ape)
+        by["all", case.kind].append(ape)
+        rows.append((ape, case, value))
+    table = [
+        {"stack": stack, "kind": kind, "rows": len(v), "median_ape": float(np.median(v)),
+         "worst_ape": float(max(v))}  # fmt: skip
+        for (stack, kind), v in sorted(by.items())
+    ]
+    rows.sort(key=lambda r: -r[0])
+    fits = [c for c in data if c.kind == "peak_memory"]
+    return {
+        "table": table,
+        "kinds": {
+            kind: {
+                "rows": len(by["all", kind]),
+                "median_ape": float(np.median(by["all", kind])) if by["all", kind] else None,
+                "target": TARGETS[kind],
+            }
+            for kind in KINDS
+        },
+        "memory_fits": {"rows": len(fits),
+                        "fit": sum(1 for c in fits if c.detail.get("fits"))},  # fmt: skip
+        "worst": [
+            {"row": c.label, "stack": c.stack, "kind": c.kind, "measured": c.measured,
+             "predicted": float(v), "ape": float(a), "cause": _cause(c, float(v))}  # fmt: skip
+            for a, c, v in rows[:worst]
+        ],
+    }
+
+
+def report(knowledge: Knowledge, step_model: StepModel, source: Source) -> dict[str, Any]:
+    """Leave one publication out over every stack's published runs (see the module)."""
+    data, skipped = cases(knowledge, step_model, source)
+    predicted = held_out(data)
+    out = summarise(data, predicted)
+    out["publications"] = len({c.publication for c in data})
+    out["fitted_on_all"] = {
+        f"{s}/{k}": {"scale": v[0], "host_s": v[1]} for (s, k), v in shipped_scales(data).items()
+    }
+    out["skipped"] = skipped
+    return out
