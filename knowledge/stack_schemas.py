@@ -26,6 +26,7 @@ PROPERTIES: dict[str, tuple[Any, ...] | type] = {
     "activation_offload": bool,
     "fused_activations": bool,
     "reshard_after_forward": bool,
+    "selective_recompute": ("attention", "operators"),
     "sharding": ("none", "optimizer", "full"),
     "continuous_batching": bool,
     "paged_kv": bool,

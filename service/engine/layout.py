@@ -141,6 +141,21 @@ class ModelShape:
         rest = (4.0 if self.final_norm else 0.0) + (4 * self.vocab / h if self.lm_head else 0.0)
         return self.layers * (4 + attention + mlp) + rest
 
+    def operator_policy_sbh(self) -> float:
+        """Bytes per token and hidden unit (s b h) torchtitan's operator policy for selective
+        checkpointing keeps, whole model, in 16 bits: each layer's input (2), attention's
+        output (2 q), and the output of every other matmul in the order they run (queries,
+        values, the MLP's first projection, its last: 2 q + 2 kv + 2 w + 2; keys, the
+        attention's output projection, the gate and everything pointwise are recomputed);
+        beyond the layers as :meth:`fused_activation_sbh`."""
+        h = self.hidden
+        head = self.head_dim or h // self.heads
+        queries, kv = self.heads * head / h, self.kv_heads * head / h
+        width = (self.ffn or 4 * h) / h
+        layer = 2 + 2 * queries + 2 * queries + 2 * kv + 2 * width + 2
+        rest = (4.0 if self.final_norm else 0.0) + (4 * self.vocab / h if self.lm_head else 0.0)
+        return self.layers * layer + rest
+
 
 @dataclass(frozen=True, slots=True)
 class Layout:
@@ -419,10 +434,15 @@ def fused_memory(memory: Memory, shape: ModelShape | None, tokens: float, precis
 
 
 def memory_per_gpu(
-    memory: Memory, layout: Layout, shape: ModelShape | None, trains: bool
+    memory: Memory,
+    layout: Layout,
+    shape: ModelShape | None,
+    trains: bool,
+    selective_activations: float | None = None,
 ) -> LayoutMemory:
     """One GPU's memory under ``layout``, from ``memory``: the profile's, counted for one
-    micro-batch of the whole model on one GPU."""
+    micro-batch of the whole model on one GPU (``selective_activations``: what a stack
+    whose selective checkpointing recomputes operators keeps, whole model)."""
     mp, group = layout.model_parallel, layout.shard_group
     stage = layout.zero_stage if trains else 0
     params = memory.parameters_bytes / mp
@@ -450,7 +470,10 @@ def memory_per_gpu(
         params = 0.0
     layers = shape.layers if shape is not None else None
     share = activation_share(layout, layers) if trains else 1.0 / layout.context_parallel
-    activations = memory.activations_bytes * share
+    kept = memory.activations_bytes
+    if trains and layout.activation_checkpointing == "selective" and selective_activations:
+        kept = min(kept, selective_activations)
+    activations = kept * share
     if trains and layout.activation_checkpointing == "full" and shape is not None:
         # one layer recomputed at a time, at the tensor-parallel split
         activations += (

@@ -143,7 +143,13 @@ def stacked(profile: StepProfile, shape: ModelShape | None, stack: Stack | str) 
     vocab = shape.vocab if shape is not None and shape.lm_head else 0
     layers = shape.layers if shape is not None else 0
     memory = held(memory, stack, True, tokens, vocab, layers, profile.optimizer)
-    return profile if memory == profile.memory else replace(profile, memory=memory)
+    selective = None
+    if stack.get("selective_recompute") == "operators" and shape is not None:
+        per_value = ACTIVATION_BYTES.get(profile.precision, 2)
+        selective = shape.operator_policy_sbh() * tokens * shape.hidden * per_value / 2
+    if memory == profile.memory and selective is None:
+        return profile
+    return replace(profile, memory=memory, selective_activations_bytes=selective)
 
 
 def work(
@@ -430,6 +436,11 @@ def _pipeline_send(x: _Micro) -> LinkUse | None:
     return LinkUse("pipeline", link, volume, time_s, time_s, 0.0)
 
 
+# torchtitan's operator policy for selective checkpointing recomputes every other matmul
+# (and the pointwise operators, which are cheap): about half the forward's time
+OPERATOR_RECOMPUTE = 0.5
+
+
 # Computation that overlaps communication runs slower: the collectives' kernels hold SMs
 # and memory bandwidth ("Characterizing Compute-Communication Overlap in GPU-Accelerated
 # Distributed Deep Learning", arXiv:2507.03114, 2025-07-03: 18.9% slower on average, up to
@@ -504,6 +515,8 @@ def _computed(
     forward = done.forward_s / (t * p * c) * slower
     backward = done.backward_s / (t * p * c) * slower
     recompute = forward if layout.activation_checkpointing == "full" else 0.0
+    if layout.activation_checkpointing == "selective" and profile.selective_activations_bytes:
+        recompute = OPERATOR_RECOMPUTE * forward
     return forward, backward, recompute
 
 
@@ -693,7 +706,8 @@ def plan_layout(
     :func:`model_flops` of ``profile``, where already counted; ``memo``: see
     :func:`_parts`)."""
     if held is None:
-        held = memory_per_gpu(profile.memory, layout, shape, profile.trains)
+        held = memory_per_gpu(profile.memory, layout, shape, profile.trains,
+                              profile.selective_activations_bytes)  # fmt: skip
     if flops is None:
         flops = model_flops(profile)
     step = layout_step(layout, profile, shape, done, net, mode.tensor_flops, flops, memo=memo)
@@ -759,7 +773,8 @@ def sized_at(
         layout = replace(
             base, micro_batch_size=max(1, round(micro)), gradient_accumulation=accumulation
         )
-        held = memory_per_gpu(profile.memory, layout, shape, profile.trains)
+        held = memory_per_gpu(profile.memory, layout, shape, profile.trains,
+                              profile.selective_activations_bytes)  # fmt: skip
         # the step reads the checkpointing only for recomputation ("full"): a layout that
         # differs from an earlier one only in keeping the attention scores or not, with the
         # same memory (flash attention keeps none), has the same step too: left out

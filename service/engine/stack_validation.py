@@ -59,9 +59,11 @@ RUNS = Path(__file__).resolve().parents[2] / "knowledge" / "data" / "stack_runs"
 # the fit's grid: a scale on the GEMM efficiency (training) or on the decode bandwidth share
 # and the prefill efficiency (serving), with the training loop's host time per step
 SCALES = tuple(round(0.5 + 0.05 * i, 2) for i in range(21))  # 0.50 .. 1.50
+ATTENTION = (0.3, 0.45, 0.6, 0.75)  # attention kernels' rate over the GEMMs'
 HOSTS = (0.0, 0.01, 0.03, 0.1, 0.2)
-GRID = tuple((g, h) for g in SCALES for h in HOSTS)
-UNFITTED = GRID.index((1.0, 0.2))  # the constants before any stack's fit (parallel.OPTIMIZED)
+GRID = tuple((g, a, h) for g in SCALES for a in ATTENTION for h in HOSTS)
+# the constants before any stack's fit (parallel.OPTIMIZED's)
+UNFITTED = GRID.index((1.0, 0.3, 0.2))
 KINDS = ("training_throughput", "peak_memory", "serving_throughput", "serving_latency")
 TARGETS = {"training_throughput": 0.10, "peak_memory": 0.08, "serving_throughput": 0.15,
            "serving_latency": 0.15}  # fmt: skip
@@ -202,7 +204,8 @@ def _training_cases(
     shape = ModelShape.from_profile(found)
     if shape is None:
         raise ValueError("not a transformer")
-    stack = stacks.for_work(knowledge, table["stack"], _options(row), profile, shape)
+    stack = stacks.for_work(knowledge, table["stack"], _options(row), profile, shape,
+                            fitted=False)  # fmt: skip
     profile = stacked(profile, shape, stack)
     if row.get("fsdp") or "fsdp" in str(row.get("note", "")).lower()[:0]:
         stage = 3
@@ -240,17 +243,20 @@ def _training_cases(
         base = stack.compute
         predicted = []
         for g in SCALES:
-            scaled = replace(base, efficiency_16bit=min(0.95, base.efficiency_16bit * g),
-                             efficiency_8bit=min(0.95, base.efficiency_8bit * g))  # fmt: skip
-            done = work(profile, gpu, mode, stack, step_model, optimized=scaled)
-            for h in HOSTS:
-                step = layout_step(layout, profile, shape, replace(done, host_s=h), net,
-                                   mode.tensor_flops, flops)  # fmt: skip
-                predicted.append(step.tokens_per_s / gpus)
+            for a in ATTENTION:
+                scaled = replace(base, efficiency_16bit=min(0.95, base.efficiency_16bit * g),
+                                 efficiency_8bit=min(0.95, base.efficiency_8bit * g),
+                                 attention_share=a)  # fmt: skip
+                done = work(profile, gpu, mode, stack, step_model, optimized=scaled)
+                for h in HOSTS:
+                    step = layout_step(layout, profile, shape, replace(done, host_s=h), net,
+                                       mode.tensor_flops, flops)  # fmt: skip
+                    predicted.append(step.tokens_per_s / gpus)
         out.append(Case(table["id"], publ, stack.id, "training_throughput", label, measured,
                         np.array(predicted), detail))  # fmt: skip
     if row.get("memory_gib") and not row.get("oom"):
-        held = memory_per_gpu(profile.memory, layout, shape, True)
+        held = memory_per_gpu(profile.memory, layout, shape, True,
+                              profile.selective_activations_bytes)  # fmt: skip
         kind = str(row.get("memory_kind") or "unknown")
         value = _printed_memory(held, kind)
         usable = gpu.memory_gb * 2**30
@@ -296,7 +302,7 @@ def _serving_case(
     found = source(_description(row["model"]), request)
     profile = StepProfile.from_profile(found)
     shape = ModelShape.from_profile(found)
-    stack = stacks.for_work(knowledge, table["stack"], None, profile, shape)
+    stack = stacks.for_work(knowledge, table["stack"], None, profile, shape, fitted=False)
     t, gpus = int(row.get("tp") or 1), int(row["gpus"])
     mode = math_mode(gpu, compute)
     net = network(knowledge, gpu, max(t, 1))
@@ -309,7 +315,7 @@ def _serving_case(
         raise ValueError("an open-loop load whose concurrency cannot be told from the row")
     base = stack.serving
     rates, latencies = [], []
-    for g, _ in GRID:
+    for g, _, _ in GRID:
         scaled = replace(stack, serving=replace(
             base, decode_bandwidth_share=min(1.0, base.decode_bandwidth_share * g),
             prefill_efficiency=min(0.95, base.prefill_efficiency * g)))  # fmt: skip
@@ -415,8 +421,8 @@ def held_out(data: Sequence[Case]) -> np.ndarray:
     return np.exp(found)
 
 
-def shipped_scales(data: Sequence[Case]) -> dict[tuple[str, str], tuple[float, float]]:
-    """Each stack and kind's (scale, host time) fitted on every row (what
+def shipped_scales(data: Sequence[Case]) -> dict[tuple[str, str], tuple[float, float, float]]:
+    """Each stack and kind's (scale, attention's rate, host time) fitted on every row (what
     knowledge/data/stacks.yaml ships)."""
     fit = StackFit(data).fit(np.arange(len(data)).reshape(-1, 1), np.zeros(len(data)))
     return {key: GRID[i] for key, i in fit.scales_.items()}
@@ -483,7 +489,8 @@ def report(knowledge: Knowledge, step_model: StepModel, source: Source) -> dict[
     out = summarise(data, predicted)
     out["publications"] = len({c.publication for c in data})
     out["fitted_on_all"] = {
-        f"{s}/{k}": {"scale": v[0], "host_s": v[1]} for (s, k), v in shipped_scales(data).items()
+        f"{s}/{k}": {"scale": v[0], "attention_share": v[1], "host_s": v[2]}
+        for (s, k), v in shipped_scales(data).items()
     }
     out["skipped"] = skipped
     return out

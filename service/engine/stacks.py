@@ -184,9 +184,9 @@ class Stack:
         return f"stack {self.id} ({self.name}): {said}{changed}"
 
 
-def _compute(record: Any, props: Mapping[str, Any]) -> Compute:
+def _compute(record: Any, props: Mapping[str, Any], fitted_too: bool = True) -> Compute:
     kernels = props["kernels"]
-    fitted = dict(record.compute)
+    fitted = dict(record.compute) if fitted_too else {}
     native = props["attention"] == "native"
     return Compute(
         efficiency_16bit=float(fitted.get("efficiency_16bit", OPTIMIZED.efficiency_16bit)),
@@ -203,8 +203,8 @@ def _compute(record: Any, props: Mapping[str, Any]) -> Compute:
     )
 
 
-def _serving(record: Any, props: Mapping[str, Any]) -> Serving:
-    fitted = dict(record.serving)
+def _serving(record: Any, props: Mapping[str, Any], fitted_too: bool = True) -> Serving:
+    fitted = dict(record.serving) if fitted_too else {}
     defaults = dict(SERVING_DEFAULTS)
     if props["kernels"] == "fused":  # the fused stack's GEMMs (parallel's old optimized)
         defaults["prefill_efficiency"] = OPTIMIZED.efficiency_16bit
@@ -243,10 +243,12 @@ def resolve(
     method: str | None = None,
     decoder: bool = False,
     field: str = "stack",
+    fitted: bool = True,
 ) -> Stack:
     """The stack ``name`` (an id or alias; None: the default for the work) with
     ``options`` overriding its properties; InvalidRequest names the field and the known
-    values."""
+    values. Without ``fitted``, its constants before its own fit (the priors a validation
+    that leaves its publications out starts from)."""
     if name is None:
         ident = default_id(knowledge, task or "training", method, decoder)
     else:
@@ -278,8 +280,8 @@ def resolve(
         tasks=record.tasks,
         properties=frozen,
         overridden=tuple(overridden),
-        compute=_compute(record, props),
-        serving=_serving(record, props),
+        compute=_compute(record, props, fitted),
+        serving=_serving(record, props, fitted),
         sources=record.sources,
         as_of=record.as_of.isoformat(),
         version=record.version,
@@ -336,6 +338,7 @@ def for_work(
     profile: Any,
     shape: Any,
     field: str = "stack",
+    fitted: bool = True,
 ) -> Stack:
     """:func:`resolve` for a profiled workload (a :class:`StepProfile` and its
     :class:`ModelShape`, None for a model that is not a transformer): its task, its
@@ -344,7 +347,7 @@ def for_work(
     task = "fine-tuning" if profile.task == "fine-tuning" else profile.task
     if task not in ("training", "fine-tuning", "inference"):
         task = "training"
-    return resolve(knowledge, name, options, task, profile.method, decoder, field)
+    return resolve(knowledge, name, options, task, profile.method, decoder, field, fitted)
 
 
 def as_stack(stack: Stack | str) -> Stack:

@@ -39,6 +39,9 @@ class StepProfile:
     profile_id: str | None = None
     method: str | None = None  # fine-tuning: full, lora or qlora
     optimizer: str | None = None  # as asked (None: the profiler's default, AdamW)
+    # what selective checkpointing keeps where the stack recomputes operators (None: the
+    # attention scores only, which flash attention does not keep)
+    selective_activations_bytes: float | None = None
 
     @property
     def trains(self) -> bool:
