@@ -310,3 +310,6 @@ class Stack:
     default_for: tuple[str, ...] = ()
     compute: dict[str, Any] = field(default_factory=dict)
     serving: dict[str, Any] = field(default_factory=dict)
+    # where its prior constants were fitted, when on its own runs (it borrows no other
+    # stack's fit then)
+    priors_fitted_on: str | None = None

@@ -78,6 +78,7 @@ class StackSchema(Schema):
     sources = fields.List(fields.String(validate=validate.Length(min=3)), required=True,
                           validate=validate.Length(min=1))  # fmt: skip
     properties = fields.Dict(keys=fields.String(), values=fields.Raw(), required=True)
+    priors_fitted_on = fields.String(load_default=None)
     compute = _constants(COMPUTE_CONSTANTS)
     serving = _constants(SERVING_CONSTANTS)
 

@@ -14,7 +14,7 @@ freed by ``zero_grad(set_to_none=True)`` after the update, as from a run's secon
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,25 +84,17 @@ def _step(runnable: Runnable, workload: Workload, optimizer: torch.optim.Optimiz
     optimizer.zero_grad(set_to_none=True)
 
 
-def real_step_peak(runnable: Runnable, workload: Workload, device: str = "cpu") -> MeasuredPeak:
-    """Materialise ``runnable`` (built on the meta device) on ``device`` and train one step.
-
-    On the CPU the peak comes from torch.profiler's memory events; on a CUDA device from
-    the caching allocator's own statistics (``torch.cuda.max_memory_allocated``). The
-    module is moved in place: the runnable cannot be counted on the meta device again.
-    """
-    if device.startswith("cuda"):
-        optimizer = _materialise(runnable, workload, device)
-        torch.cuda.synchronize(device)
-        start = torch.cuda.memory_allocated(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        _step(runnable, workload, optimizer)
-        torch.cuda.synchronize(device)
-        return MeasuredPeak(start, torch.cuda.max_memory_allocated(device))
+def allocator_peak(run: Callable[[], Any], device: str = "cpu") -> MeasuredPeak:
+    """The CPU allocator's bytes alive before ``run`` and at its peak (torch.profiler's
+    memory events, as :func:`real_step_peak` reads them), for checks of what a piece of
+    code holds."""
     with allocator_profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        optimizer = _materialise(runnable, workload, device)
         with record_function(_STEP):
-            _step(runnable, workload, optimizer)
+            run()
+    return _peak(prof, device, with_start=False)
+
+
+def _peak(prof: Any, device: str, with_start: bool = True) -> MeasuredPeak:
     nodes = list(_walk(prof.profiler.kineto_results.experimental_event_tree()))
     step = next(n for n in nodes if n.name == _STEP)
     events = sorted(
@@ -127,3 +119,25 @@ def real_step_peak(runnable: Runnable, workload: Workload, device: str = "cpu") 
         else:
             peak = max(peak, live)
     return MeasuredPeak(start_bytes=start, peak_bytes=max(start, peak))
+
+
+def real_step_peak(runnable: Runnable, workload: Workload, device: str = "cpu") -> MeasuredPeak:
+    """Materialise ``runnable`` (built on the meta device) on ``device`` and train one step.
+
+    On the CPU the peak comes from torch.profiler's memory events; on a CUDA device from
+    the caching allocator's own statistics (``torch.cuda.max_memory_allocated``). The
+    module is moved in place: the runnable cannot be counted on the meta device again.
+    """
+    if device.startswith("cuda"):
+        optimizer = _materialise(runnable, workload, device)
+        torch.cuda.synchronize(device)
+        start = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        _step(runnable, workload, optimizer)
+        torch.cuda.synchronize(device)
+        return MeasuredPeak(start, torch.cuda.max_memory_allocated(device))
+    with allocator_profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        optimizer = _materialise(runnable, workload, device)
+        with record_function(_STEP):
+            _step(runnable, workload, optimizer)
+    return _peak(prof, device)

@@ -537,11 +537,38 @@ def validate(as_json: bool, model_dir: Path | None) -> None:
     click.echo("  worst ten, leave one GPU out:")
     _worst(single["worst"])
     _llm(report["llm"])
+    if report.get("stacks"):
+        _stacks(report["stacks"])
     for name, target in report["targets"].items():
         verdict = {True: "met", False: "not met", None: "not measured yet"}[target["met"]]
         value = target["value"]
         shown = "-" if value is None else f"{value:.4g}"
         click.echo(f"  target {name} {target['target']}: {shown}, {verdict}")
+
+
+def _stacks(found: dict[str, Any]) -> None:
+    """The named stacks on their published runs, each publication left out of the fit."""
+    click.echo(
+        f"named stacks on {found['publications']} publications of their maintainers' runs "
+        "(knowledge/data/stack_runs), each predicted by a fit that left its publication out:"
+    )
+    click.echo(f"    {'stack':<14} {'kind':<20} {'rows':>5} {'median':>7} {'worst':>7}")
+    for row in found["table"]:
+        click.echo(
+            f"    {row['stack']:<14} {row['kind']:<20} {row['rows']:>5} "
+            f"{row['median_ape']:7.1%} {row['worst_ape']:7.1%}"
+        )
+    fits = found["memory_fits"]
+    click.echo(
+        f"  published runs estimated to fit the GPU they ran on: {fits['fit']} of {fits['rows']}"
+    )
+    click.echo("  worst ten, named stacks:")
+    for w in found["worst"]:
+        click.echo(
+            f"    {w['ape']:7.1%}  {w['row']}: {w['kind']}, measured {w['measured']:.4g}, "
+            f"estimated {w['predicted']:.4g}; {w['cause']}"
+        )
+    click.echo(f"  rows not scored: {len(found['skipped'])} (reasons in the JSON report)")
 
 
 @main.group()

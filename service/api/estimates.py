@@ -16,7 +16,7 @@ from service.api.jobs import JobAcceptedSchema, accepted, no_queue
 from service.api.lookups import gpu_filter
 from service.api.plans import LayoutSchema, layout_options
 from service.api.profiles import MODEL_DESCRIPTION, MemorySchema
-from service.engine.plans import layout_estimate, layout_timed, serving_estimate
+from service.engine.plans import body_stack, layout_estimate, layout_timed, serving_estimate
 from service.engine.service import EstimateService
 from service.errors import InvalidInput, NotFound
 from service.state import estimates_for, state
@@ -162,6 +162,20 @@ class EstimateSchema(Schema):
     reference_gpu = fields.String()
     assumptions = fields.List(fields.String())
     knowledge_version = fields.String()
+    memory_reported = fields.Dict(
+        metadata={
+            "description": "memory per GPU as each tool reports it: allocated_peak_bytes "
+            "(torch.cuda.max_memory_allocated), reserved_bytes (max_memory_reserved: the "
+            "caching allocator's fragmentation too) and nvidia_smi_bytes (the CUDA context "
+            "too)"
+        }
+    )
+    stack = fields.Dict(
+        metadata={
+            "description": "the software stack assumed (named, else the default for the "
+            "work), its properties and which the request overrode"
+        }
+    )
     layout = fields.Dict(metadata={"description": "with a layout: the layout estimated"})
     layout_estimate = fields.Dict(
         metadata={
@@ -220,6 +234,8 @@ def _estimate(service: EstimateService, body: dict[str, Any]) -> dict[str, Any]:
         body.setdefault("layout", sharded or {"data_parallel": body.get("count", 1)})
         return layout_estimate(service, body)
     result = service.request(body).to_dict()
+    if not body.get("trace_id"):
+        result["stack"] = body_stack(service, body).to_dict()
     served = serving_estimate(service, body)
     if served is not None:
         result["inference"] = served
@@ -261,6 +277,17 @@ class ValidationReportSchema(Schema):
     held_in = fields.Dict()
     input_ceilings = fields.Dict()
     skipped = fields.List(fields.Dict())
+    llm = fields.Dict(
+        metadata={"description": "MLPerf LLM rows and the published tables (issue 11)"}
+    )
+    stacks = fields.Dict(
+        metadata={
+            "description": "the named stacks on their maintainers' published runs, each "
+            "predicted by a fit that left its publication out: per stack and kind (training "
+            "throughput, peak memory, serving throughput and latency) the median and worst "
+            "error, the worst rows with their cause, and the rows not scored"
+        }
+    )
     targets = fields.Dict()
     seconds = fields.Float()
 

@@ -19,6 +19,7 @@ from knowledge import Knowledge
 from knowledge.records import Gpu
 from profiles.profile import Memory
 from service.engine import scaling
+from service.engine.layout import as_reported
 from service.engine.roofline import MathMode, math_mode
 from service.engine.step_model import DEFAULT_SUITE, StepParts
 from service.engine.step_profile import StepProfile
@@ -180,6 +181,7 @@ class Estimate:
                 "usable_memory_bytes": self.memory.usable_bytes,
                 "memory_headroom": round(self.memory.headroom, 4),
                 "memory": self.memory.need.to_dict(),
+                "memory_reported": as_reported(self.memory.need),
             }
         if self.breakdown is not None:
             out["breakdown"] = self.breakdown.to_dict()

@@ -41,7 +41,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from profiles.profile import Memory, runtime_overhead_bytes
+from profiles.profile import CONTEXT_BYTES, Memory, runtime_overhead_bytes
 from service.engine.errors import InvalidRequest
 
 CHECKPOINTING = ("none", "selective", "full")
@@ -367,6 +367,21 @@ class LayoutMemory:
             "model_states_bytes": self.model_states_bytes,
             "total_bytes": self.total_bytes,
         }
+
+
+def as_reported(memory: Any) -> dict[str, float]:
+    """A GPU's memory (a profile's or a layout's, bytes) as each tool reports it: the
+    allocator's peak (``torch.cuda.max_memory_allocated``: the step's tensors), what the
+    caching allocator reserves (``max_memory_reserved``: its fragmentation too) and what
+    ``nvidia-smi`` shows (the CUDA context and workspaces too)."""
+    total = float(memory.total_bytes)
+    overhead = float(memory.runtime_overhead_bytes)
+    context = min(overhead, CONTEXT_BYTES)
+    return {
+        "allocated_peak_bytes": total - overhead,
+        "reserved_bytes": total - context,
+        "nvidia_smi_bytes": total,
+    }
 
 
 def memory_parts(memory: Any) -> dict[str, float]:

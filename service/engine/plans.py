@@ -15,7 +15,14 @@ from typing import Any
 from knowledge.records import Gpu
 from service.engine.errors import InvalidRequest
 from service.engine.estimate import USABLE_MEMORY_SHARE
-from service.engine.layout import Layout, LayoutError, ModelShape, check, memory_parts
+from service.engine.layout import (
+    Layout,
+    LayoutError,
+    ModelShape,
+    as_reported,
+    check,
+    memory_parts,
+)
 from service.engine import stacks
 from service.engine.parallel import (
     Network,
@@ -76,19 +83,24 @@ def _setting(service: EstimateService, body: Mapping[str, Any]) -> Setting:
 ZERO_STAGE = {"none": 0, "optimizer": 1, "full": 3}  # a stack's sharding as a ZeRO stage
 
 
+def body_stack(service: EstimateService, body: Mapping[str, Any]) -> stacks.Stack:
+    """The stack a request's work runs on: named, else the default for the work."""
+    found = service.body_profile(body)
+    return stacks.for_work(
+        service.knowledge,
+        body.get("stack"),
+        body.get("stack_options"),
+        StepProfile.from_profile(found),
+        ModelShape.from_profile(found),
+    )
+
+
 def layout_timed(service: EstimateService, body: Mapping[str, Any]) -> dict[str, Any] | None:
     """The data-parallel layout over the request's ``count`` that times its training step
     with the layout model, sharded as its stack shards (None: the step model times it: a
     stack it was fitted for, or no training)."""
-    found = service.body_profile(body)
-    profile = StepProfile.from_profile(found)
-    stack = stacks.for_work(
-        service.knowledge,
-        body.get("stack"),
-        body.get("stack_options"),
-        profile,
-        ModelShape.from_profile(found),
-    )
+    profile = StepProfile.from_profile(service.body_profile(body))
+    stack = body_stack(service, body)
     if not profile.trains or stack.step_model:
         return None
     stage = ZERO_STAGE[stack.get("sharding")]
@@ -413,8 +425,10 @@ def layout_estimate(service: EstimateService, body: Mapping[str, Any]) -> dict[s
         "memory_per_gpu_bytes": found.memory.total_bytes,
         "usable_memory_bytes": s.usable_bytes,
         "memory_headroom": round(found.headroom, 4),
+        "memory_reported": as_reported(found.memory),
         "layout": layout.to_dict(),
         "layout_estimate": found.to_dict(),
+        "stack": s.stack.to_dict(),
         "profile_id": s.raw.get("profile_id"),
         "assumptions": _assumptions(s),
         "knowledge_version": service.knowledge.version,

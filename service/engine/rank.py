@@ -29,7 +29,7 @@ from typing import Any
 
 from knowledge import Knowledge
 from knowledge.records import Gpu
-from service.engine import cost, deadline, deployment, job, stacks
+from service.engine import cost, deadline, deployment, job, stack_advice, stacks
 from service.engine.deployment import Site
 from service.engine.errors import InvalidRequest, NotFound
 from service.engine.estimate import USABLE_MEMORY_SHARE
@@ -445,8 +445,10 @@ def _serving_runs(
     """Inference: each GPU's smallest group that serves the model (the fewest tensor-parallel
     GPUs inside one of its instances whose memory holds the weights and a sequence's KV
     cache for a generative model, one GPU otherwise), as one, two, four and eight replicas
-    within ``max_gpus``. A sample is a request; a group's rate is at the most sequences its
-    memory decodes together. Replicas share no traffic: they may sit on separate instances."""
+    within ``max_gpus`` where a deadline asks for the requests' throughput (without one,
+    more replicas serve the same demand no better: one group). A sample is a request; a
+    group's rate is at the most sequences its memory decodes together. Replicas share no
+    traffic: they may sit on separate instances."""
     job = profile.dataset_steps * profile.samples_per_step if profile.dataset_steps else None
     runs = []
     for gpu, mode in _with_modes(gpus, profile.precision, excluded):
@@ -469,7 +471,7 @@ def _serving_runs(
                 "server)", PLANNER)]})  # fmt: skip
             continue
         group, rate, latency, served = found
-        for replicas in (1, 2, 4, 8):
+        for replicas in (1, 2, 4, 8) if s.constraints.deadline_hours else (1,):
             n = group * replicas
             if n > max_gpus:
                 break
@@ -895,7 +897,8 @@ def ordered(kept: Sequence[Candidate], s: Setting) -> list[Candidate]:
     the smaller footprint: fewer instances, then one GPU before several (a single-GPU job
     needs no distributed setup; four GPUs or eight in one machine are the same work); among
     equal footprints the fastest (times within :data:`BAND` of each other count as equal,
-    the better score first)."""
+    the better score first). Serving counts every GPU: replicas are servers of their own,
+    and more of them serve the same demand no better."""
 
     def score(c: Candidate) -> tuple[float, float]:
         return c.score(s.objective, s.time_value)
@@ -919,7 +922,7 @@ def ordered(kept: Sequence[Candidate], s: Setting) -> list[Candidate]:
     elif tie == "time":
         band.sort(key=lambda c: (c.hours_per_unit, c.instances, c.count, score(c)))
     else:
-        band = _by_footprint(band, score)
+        band = _by_footprint(band, score, serving=s.task == "inference")
     return band + rest
 
 
@@ -948,10 +951,13 @@ def _front(band: Sequence[Candidate], score: Any) -> list[Candidate]:
     return out
 
 
-def _by_footprint(band: Sequence[Candidate], score: Any) -> list[Candidate]:
-    groups: dict[tuple[int, bool], list[Candidate]] = {}
-    for c in sorted(band, key=lambda c: (c.instances, c.count > 1)):
-        groups.setdefault((c.instances, c.count > 1), []).append(c)
+def _by_footprint(band: Sequence[Candidate], score: Any, serving: bool = False) -> list[Candidate]:
+    def size(c: Candidate) -> tuple[int, int]:
+        return (c.instances, c.count if serving else int(c.count > 1))
+
+    groups: dict[tuple[int, int], list[Candidate]] = {}
+    for c in sorted(band, key=size):
+        groups.setdefault(size(c), []).append(c)
     out = []
     for group in groups.values():
         fastest = min(c.hours_per_unit for c in group)
@@ -1132,8 +1138,30 @@ def _advice(
             symbols["checkpointing_memory_saving"] = (
                 0.8 * memory.activations_bytes / (memory.total_bytes)
             )
+    symbols.update(_switch(service, s, profile, shape, top))
     symbols.update(_hybrid(s, kept))
     return [f.to_dict() for f in book.fire("request", symbols)]
+
+
+def _switch(
+    service: EstimateService, s: Setting, profile: StepProfile | None,
+    shape: ModelShape | None, top: Candidate | None,
+) -> dict[str, Any]:  # fmt: skip
+    """The stack that would run the top choice's training fastest, where one beats the
+    request's by enough to name (see :mod:`service.engine.stack_advice`)."""
+    none: dict[str, Any] = {"faster_stack": None, "faster_stack_speedup": None,
+                            "faster_stack_fit": None, "stack": s.stack.id if s.stack else None}  # fmt: skip
+    if profile is None or top is None or top.planned is None or s.stack is None:
+        return none
+    usable = top.gpu.memory_gb * 2**30 * USABLE_MEMORY_SHARE * TRAINING_MEMORY_MARGIN
+    found = stack_advice.faster_stack(
+        service.knowledge, service._built_model().step_model, s.stack, profile, shape,
+        top.gpu, top.planned.layout, top.site.network, usable,
+    )  # fmt: skip
+    if found is None:
+        return none
+    return {**none, "faster_stack": found.stack.id, "faster_stack_speedup": found.speedup,
+            "faster_stack_fit": found.stack.compute.source}  # fmt: skip
 
 
 def _fits_one_accumulating(

@@ -22,6 +22,7 @@ the engine computes with:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -40,12 +41,17 @@ from service.engine.errors import InvalidRequest
 # (0.2); torch.compile fuses the pointwise chains between GEMMs but not the GEMMs'
 # epilogues (between the two, 0.5, until the stack's own fit)
 MEMORY_SHARE = {"eager": 1.0, "compiled": 0.5, "fused": 0.2, "step-model": 1.0}
-# the FLOPs the loss of a language model holds at its peak, per token and vocabulary entry
-# (bytes): eager PyTorch, as the profiler counts it (bf16 logits, their fp32 copy, the
-# log-softmax kept for backward: 10); chunked (the fp32 copy one chunk at a time, the
-# log-softmax of every chunk kept: 4.5 with 8 chunks); fused (the loss and its gradient in
-# one pass, only the 16-bit logits: 2)
-LOSS_BYTES = {"full-fp32": 10.0, "chunked": 4.5, "fused": 2.0}
+# What a language model's loss holds at its peak, per token and vocabulary entry, as the
+# profiler counts eager PyTorch's (bf16 logits, their fp32 copy, the log-softmax kept for
+# backward and their gradients: 10 bytes net of what backward frees)
+LOSS_BYTES = 10.0
+# ... and the share of it each loss keeps. Chunked: 8 chunks of the output projection, each
+# upcast and its loss taken on its own (Torchtune's CEWithChunkedOutputLoss): measured on
+# the CPU's allocator, 5.0 bytes at the peak against 14.0 for the whole logits at once
+# (tests/engine/test_stacks.py runs both); fused: the loss and its gradient in one kernel
+# over 16-bit logits (Megatron's fused cross entropy, llm.c's fused classifier): the 2
+# bytes of the logits of 14
+LOSS_SHARE = {"full-fp32": 1.0, "chunked": 5.0 / 14.0, "fused": 2.0 / 14.0}
 # activation offloading keeps this many layers' activations on the GPU (the one computing
 # and the one in flight to or from the host)
 OFFLOAD_LAYERS_ON_GPU = 2
@@ -298,7 +304,7 @@ def held(memory: Memory, stack: Stack, trains: bool, tokens: float, vocab: int,
     out = memory
     loss = stack.get("loss")
     if vocab and loss != "full-fp32":
-        saved = (LOSS_BYTES["full-fp32"] - LOSS_BYTES[loss]) * tokens * vocab
+        saved = (1.0 - LOSS_SHARE[loss]) * LOSS_BYTES * tokens * vocab
         cut = min(saved, out.temporary_peak_bytes)
         out = replace(
             out,
@@ -355,6 +361,11 @@ def as_stack(stack: Stack | str) -> Stack:
     of published tables name stacks; requests resolve theirs with :func:`resolve`)."""
     if isinstance(stack, Stack):
         return stack
+    return _shipped(stack)
+
+
+@functools.lru_cache(maxsize=64)
+def _shipped(name: str) -> Stack:
     from knowledge import load_knowledge
 
-    return resolve(load_knowledge(), stack)
+    return resolve(load_knowledge(), name)

@@ -62,8 +62,15 @@ TARGETS = {  # (value in the report, target, "max" or "min")
     "golden_megatron_median_gap_points": 5.0,
     "golden_llama3_median_gap_points": 5.0,
     "golden_llm_foundry_median_gap_points": 5.0,
+    # issue 29: the named stacks on their maintainers' published runs, each publication
+    # left out of its stack's fit
+    "stacks_training_throughput_median_ape": 0.10,
+    "stacks_peak_memory_median_ape": 0.08,
+    "stacks_peak_memory_fit_share": 1.0,
+    "stacks_serving_throughput_median_ape": 0.15,
+    "stacks_serving_latency_median_ape": 0.15,
 }
-MINIMUM = {"spearman_median", "memory_fit_share"}
+MINIMUM = {"spearman_median", "memory_fit_share", "stacks_peak_memory_fit_share"}
 
 
 @dataclass(frozen=True)
@@ -452,6 +459,11 @@ def validate(
         from service.engine import llm_validation
 
         report["llm"] = llm_validation.report(model.step_model, knowledge, catalog)
+        from service.engine import stack_validation
+
+        report["stacks"] = stack_validation.report(
+            knowledge, model.step_model, llm_validation.catalog_source(catalog)
+        )
     values = figures(report)
     report["targets"] = {
         name: {
@@ -499,6 +511,12 @@ def figures(report: dict[str, Any]) -> dict[str, float | None]:
                 "median_gap_points"
             ],
         }
+    stacks = report.get("stacks")
+    if stacks:
+        for kind, found in stacks["kinds"].items():
+            out[f"stacks_{kind}_median_ape"] = found["median_ape"]
+        fits = stacks["memory_fits"]
+        out["stacks_peak_memory_fit_share"] = fits["fit"] / fits["rows"] if fits["rows"] else None
     return out
 
 

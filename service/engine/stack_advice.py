@@ -1,0 +1,77 @@
+"""What switching software stack would save: the top choice's layout timed under every other
+stack that runs the work and holds it in the same memory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from knowledge import Knowledge
+from knowledge.records import Gpu
+from service.engine import stacks
+from service.engine.layout import Layout, ModelShape, memory_per_gpu
+from service.engine.parallel import Network, layout_step, model_flops, stacked, work
+from service.engine.roofline import math_mode
+from service.engine.step_model import StepModel
+from service.engine.step_profile import StepProfile
+
+# a stack is worth naming when it runs the same job this much faster
+WORTH = 1.15
+
+
+@dataclass(frozen=True, slots=True)
+class Switch:
+    stack: stacks.Stack
+    speedup: float  # the current stack's step over this one's
+
+
+def _can_run(stack: stacks.Stack, profile: StepProfile) -> bool:
+    """Whether ``stack`` runs ``profile``'s precision and method (QLoRA: 4-bit weights)."""
+    if profile.method == "qlora" and not stack.runs("int4"):
+        return False
+    return profile.precision not in ("fp8",) or stack.runs("fp8")
+
+
+def faster_stack(
+    knowledge: Knowledge,
+    step_model: StepModel,
+    current: stacks.Stack,
+    profile: StepProfile,
+    shape: ModelShape | None,
+    gpu: Gpu,
+    layout: Layout,
+    net: Network,
+    usable_bytes: float,
+) -> Switch | None:
+    """The stack that runs ``profile`` (as profiled, before any stack's habits) fastest on
+    ``layout``, where it beats ``current`` by :data:`WORTH` and fits ``usable_bytes``."""
+    if shape is None or not profile.trains:
+        return None
+    mode = math_mode(gpu, profile.precision)
+
+    def step_s(stack: stacks.Stack) -> float | None:
+        held = stacked(profile, shape, stack)
+        memory = memory_per_gpu(held.memory, layout, shape, True, held.selective_activations_bytes)
+        if memory.total_bytes > usable_bytes:
+            return None
+        done = work(held, gpu, mode, stack, step_model)
+        return layout_step(
+            layout, held, shape, done, net, mode.tensor_flops, model_flops(held)
+        ).step_s
+
+    now = step_s(current)
+    if now is None:
+        return None
+    best: Switch | None = None
+    for record in knowledge.stacks.values():
+        if record.id == current.id:
+            continue
+        try:
+            other = stacks.for_work(knowledge, record.id, None, profile, shape)
+        except Exception:  # noqa: BLE001 - a stack that does not run this task
+            continue
+        if other.step_model or not _can_run(other, profile):
+            continue
+        found = step_s(other)
+        if found and now / found >= WORTH and (best is None or now / found > best.speedup):
+            best = Switch(other, now / found)
+    return best

@@ -1,0 +1,129 @@
+"""GET /v1/stacks, and a stack named in estimates, plans and recommendations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from flask.testing import FlaskClient
+
+from tests.service.helpers import problem
+
+TRAIN_8B = {
+    "model": {"name": "llama-3.1-8b"},
+    "workload": {"task": "training", "batch_size": 1, "seq_len": 4096, "precision": "bf16",
+                 "activation_checkpointing": "selective"},  # fmt: skip
+    "gpu": "h100-sxm-80gb",
+    "count": 8,
+}
+SERVE_8B = {
+    "model": {"name": "llama-3.1-8b"},
+    "workload": {"task": "inference", "batch_size": 1, "prompt_tokens": 1000,
+                 "output_tokens": 1000, "precision": "bf16"},  # fmt: skip
+    "gpu": "h100-sxm-80gb",
+}
+TRAINING_STACKS = ("pytorch", "hf-transformers", "torchtitan", "torchtune", "deepspeed",
+                   "megatron-te", "llm-foundry")  # fmt: skip
+SERVING_STACKS = ("pytorch", "hf-generate", "vllm", "tensorrt-llm", "sglang")
+
+
+def post(client: FlaskClient, body: dict[str, Any], status: int = 200) -> dict[str, Any]:
+    response = client.post("/v1/estimates", json=body)
+    assert response.status_code == status, response.get_data(as_text=True)
+    data: dict[str, Any] = response.get_json()
+    return data
+
+
+def test_the_stacks_are_listed_with_their_properties(client: FlaskClient) -> None:
+    found = client.get("/v1/stacks").get_json()
+    ids = [s["id"] for s in found["stacks"]]
+    assert set(TRAINING_STACKS) | set(SERVING_STACKS) <= set(ids)
+    assert found["properties"]["loss"] == ["full-fp32", "chunked", "fused"]
+    for stack in found["stacks"]:
+        assert stack["sources"] and stack["as_of"] and stack["properties"]["kernels"]
+    serving = client.get("/v1/stacks?task=inference").get_json()["stacks"]
+    assert {s["id"] for s in serving} == set(SERVING_STACKS)
+    assert client.get("/v1/stacks/NeMo").get_json()["id"] == "megatron-te"
+    assert "torchtitan" in problem(client.get("/v1/stacks/torchtitn"), 404)["detail"]
+
+
+@pytest.mark.parametrize("stack", TRAINING_STACKS)
+def test_a_training_request_naming_each_stack_answers(client: FlaskClient, stack: str) -> None:
+    found = post(client, {**TRAIN_8B, "stack": stack})
+    assert found["stack"]["id"] == stack
+    assert found["throughput"]["tokens_per_s"] > 0
+    assert found["memory_reported"]["allocated_peak_bytes"] < found["memory_reported"][
+        "nvidia_smi_bytes"
+    ]
+
+
+@pytest.mark.parametrize("stack", SERVING_STACKS)
+def test_an_inference_request_naming_each_stack_answers(client: FlaskClient, stack: str) -> None:
+    found = post(client, {**SERVE_8B, "stack": stack})
+    assert found["stack"]["id"] == stack
+    served = found["inference"]
+    assert served["time_to_first_token_s"] > 0 and served["time_per_output_token_s"] > 0
+    assert served["output_tokens_per_s"] > 0
+
+
+def test_the_stack_changes_the_answer_as_it_should(client: FlaskClient) -> None:
+    """Fused kernels run the same step faster than eager PyTorch; a paged KV cache under
+    continuous batching holds more sequences than a static batch; torchtune's habits (pure
+    bf16, chunked loss) hold less memory than Transformers' mixed precision."""
+    eager = post(client, {**TRAIN_8B, "stack": "hf-transformers"})
+    fused = post(client, {**TRAIN_8B, "stack": "megatron-te"})
+    assert fused["throughput"]["tokens_per_s"] > eager["throughput"]["tokens_per_s"]
+    tune = post(client, {**TRAIN_8B, "stack": "torchtune", "count": 1,
+                         "workload": {**TRAIN_8B["workload"], "activation_checkpointing": "full"}})  # fmt: skip
+    hf = post(client, {**TRAIN_8B, "stack": "hf-transformers", "count": 1,
+                       "workload": {**TRAIN_8B["workload"], "activation_checkpointing": "full"}})  # fmt: skip
+    assert tune["memory_per_gpu_bytes"] < hf["memory_per_gpu_bytes"] - 30 * 2**30
+    paged = post(client, {**SERVE_8B, "stack": "vllm"})["inference"]
+    static = post(client, {**SERVE_8B, "stack": "hf-generate"})["inference"]
+    assert paged["max_concurrency"] > static["max_concurrency"]
+    assert paged["output_tokens_per_s"] > static["output_tokens_per_s"]
+
+
+def test_an_override_is_applied_and_reported(client: FlaskClient) -> None:
+    body = {**TRAIN_8B, "count": 1, "stack": "torchtune"}
+    plain = post(client, body)
+    offloaded = post(client, {**body, "stack_options": {"activation_offload": True}})
+    assert offloaded["stack"]["overridden"] == ["activation_offload"]
+    assert offloaded["memory_per_gpu_bytes"] < plain["memory_per_gpu_bytes"]
+
+
+def test_the_default_stack_follows_the_work(client: FlaskClient) -> None:
+    assert post(client, TRAIN_8B)["stack"]["id"] == "hf-transformers"
+    qlora = {**TRAIN_8B, "count": 1, "workload": {"task": "fine-tuning", "method": "qlora",
+             "batch_size": 1, "seq_len": 2048, "precision": "bf16"}}  # fmt: skip
+    assert post(client, qlora)["stack"]["id"] == "hf-trl-peft"
+    assert post(client, SERVE_8B)["stack"]["id"] == "vllm"
+    resnet = {"model": {"name": "resnet-50"}, "gpu": "l4", "workload": {
+        "task": "training", "batch_size": 64, "precision": "bf16"}}  # fmt: skip
+    assert post(client, resnet)["stack"]["id"] == "pytorch"
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "expected"),
+    [
+        ({"stack": "jax"}, "stack", "torchtitan"),
+        ({"stack": "vllm"}, "stack", "runs inference"),
+        ({"stack_options": {"fast": True}}, "stack_options.fast", "activation_offload"),
+        ({"stack_options": {"loss": "magic"}}, "stack_options.loss", "chunked"),
+        ({"stack_options": {"cuda_graphs": "yes"}}, "stack_options.cuda_graphs", "true or false"),
+    ],
+)
+def test_an_unknown_stack_or_property_is_a_422_naming_the_field(
+    client: FlaskClient, extra: dict[str, Any], field: str, expected: str
+) -> None:
+    errors = problem(client.post("/v1/estimates", json={**TRAIN_8B, **extra}), 422)["errors"]
+    assert errors[0]["field"] == field and expected in errors[0]["message"]
+
+
+def test_plans_and_recommendations_take_the_stack(client: FlaskClient) -> None:
+    plan = client.post("/v1/plans", json={**TRAIN_8B, "stack": "torchtitan", "limit": 3})
+    assert plan.status_code == 200, plan.get_data(as_text=True)
+    assert plan.get_json()["stack"]["id"] == "torchtitan"
+    bad = client.post("/v1/recommendations", json={
+        "model": {"name": "llama-3.1-8b"}, "workload": TRAIN_8B["workload"], "stack": "keras"})  # fmt: skip
+    assert problem(bad, 422)["errors"][0]["field"] == "stack"
