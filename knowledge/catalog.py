@@ -39,6 +39,9 @@ class Knowledge:
     server_designs: dict[str, records.ServerDesign]
     stacks: dict[str, records.Stack] = field(default_factory=dict)
     stack_index: AliasIndex = field(default_factory=AliasIndex)
+    # GPU architecture -> factor on a named stack's GEMM efficiency (Hopper: 1), with its fit
+    architecture_factors: dict[str, float] = field(default_factory=dict)
+    architecture_fit: str = ""
     unresolved: list[str] = field(default_factory=list)
 
     @cached_property

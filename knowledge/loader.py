@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import yaml
 from marshmallow import Schema, ValidationError
 
 from knowledge import crosschecks, records
@@ -31,7 +32,6 @@ from knowledge.deployment_schemas import (
 )
 from knowledge.errors import KnowledgeFileError, KnowledgeInvalid
 from knowledge.files import FileFormatError, csv_records, yaml_records
-from knowledge.stack_schemas import STACKS_FILE, StackSchema
 from knowledge.schemas import (
     GpuSchema,
     InterconnectSchema,
@@ -39,6 +39,12 @@ from knowledge.schemas import (
     OfferSchema,
     OnpremParameterSchema,
     WorkloadSchema,
+)
+from knowledge.stack_schemas import (
+    ARCHITECTURE_FILE,
+    STACKS_FILE,
+    ArchitectureEfficiencySchema,
+    StackSchema,
 )
 
 REQUIRED_FILES = (
@@ -147,6 +153,7 @@ class _Build:
         input_rates = crosschecks.input_rates(parsed.input_rates, self.fail)
         designs = crosschecks.server_designs(parsed.server_designs, links, onprem, self.fail)
         stacks, stack_index = self._link_stacks(parsed)
+        factors, factors_fit = self._architecture_factors()
         self.check()
         return Knowledge(
             version=self.version,
@@ -165,6 +172,8 @@ class _Build:
             server_designs=designs,
             stacks=stacks,
             stack_index=stack_index,
+            architecture_factors=factors,
+            architecture_fit=factors_fit,
             unresolved=unresolved,
         )
 
@@ -261,9 +270,23 @@ class _Build:
                 self.fail(file, row, "gpu_link", f"unknown interconnect '{gpu.gpu_link}'")
         return gpus, index
 
-    def _link_stacks(
-        self, parsed: _Parsed
-    ) -> tuple[dict[str, records.Stack], AliasIndex]:
+    def _architecture_factors(self) -> tuple[dict[str, float], str]:
+        """The architectures' factors on the stacks' GEMM efficiency (none: all 1)."""
+        path = self.root / ARCHITECTURE_FILE
+        if not path.is_file():
+            return {}, ""
+        try:
+            data = ArchitectureEfficiencySchema().load(yaml.safe_load(path.read_text()))
+        except ValidationError as exc:
+            for name, message in exc.normalized_messages().items():
+                self.fail(ARCHITECTURE_FILE, None, str(name), str(message))
+            return {}, ""
+        except yaml.YAMLError as exc:
+            self.fail(ARCHITECTURE_FILE, None, None, str(exc))
+            return {}, ""
+        return {**data["factors"], data["reference"]: 1.0}, data["fit"]
+
+    def _link_stacks(self, parsed: _Parsed) -> tuple[dict[str, records.Stack], AliasIndex]:
         """Stacks by id and alias; each task, method and kind of model has one default."""
         self._unique(STACKS_FILE, parsed.stacks, lambda s: s.id)
         index = AliasIndex()

@@ -7,7 +7,7 @@ from typing import Any
 from marshmallow import Schema, ValidationError, fields, post_load, validate, validates_schema
 
 from knowledge import records
-from knowledge.schemas import ID
+from knowledge.schemas import ARCHITECTURES, ID
 
 STACKS_FILE = "stacks.yaml"
 TASKS = ("training", "fine-tuning", "inference")
@@ -72,7 +72,9 @@ class StackSchema(Schema):
         fields.String(validate=validate.OneOf(TASKS)), required=True, validate=validate.Length(1)
     )
     aliases = fields.List(fields.String(validate=ID), load_default=list)
-    default_for = fields.List(fields.String(validate=validate.OneOf(DEFAULT_FOR)), load_default=list)
+    default_for = fields.List(
+        fields.String(validate=validate.OneOf(DEFAULT_FOR)), load_default=list
+    )
     version = fields.String(required=True)
     as_of = fields.Date(required=True)
     sources = fields.List(fields.String(validate=validate.Length(min=3)), required=True,
@@ -107,3 +109,19 @@ class StackSchema(Schema):
         for key in ("tasks", "aliases", "default_for", "sources"):
             data[key] = tuple(data[key])
         return records.Stack(**data)
+
+
+ARCHITECTURE_FILE = "architecture_efficiency.yaml"
+
+
+class ArchitectureEfficiencySchema(Schema):
+    """knowledge/data/architecture_efficiency.yaml: one mapping, not a list of rows."""
+
+    reference = fields.String(required=True, validate=validate.OneOf(ARCHITECTURES))
+    fit = fields.String(required=True, validate=validate.Length(min=10))
+    as_of = fields.Date(required=True)
+    factors = fields.Dict(
+        keys=fields.String(validate=validate.OneOf(ARCHITECTURES)),
+        values=fields.Float(validate=validate.Range(0.5, 2.0)),
+        required=True,
+    )

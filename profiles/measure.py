@@ -88,13 +88,15 @@ def allocator_peak(run: Callable[[], Any], device: str = "cpu") -> MeasuredPeak:
     """The CPU allocator's bytes alive before ``run`` and at its peak (torch.profiler's
     memory events, as :func:`real_step_peak` reads them), for checks of what a piece of
     code holds."""
-    with allocator_profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        with record_function(_STEP):
-            run()
-    return _peak(prof, device, with_start=False)
+    with (
+        allocator_profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof,
+        record_function(_STEP),
+    ):
+        run()
+    return _peak(prof, device)
 
 
-def _peak(prof: Any, device: str, with_start: bool = True) -> MeasuredPeak:
+def _peak(prof: Any, device: str) -> MeasuredPeak:
     nodes = list(_walk(prof.profiler.kineto_results.experimental_event_tree()))
     step = next(n for n in nodes if n.name == _STEP)
     events = sorted(

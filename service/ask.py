@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from profiles.catalog import Catalog, CatalogEntry, fold
-from service.ask_phrases import RULES, Scan, place_rules, scan
+from service.ask_phrases import RULES, Scan, place_rules, scan, stack_rules
 from service.engine.errors import InvalidRequest
 
 if TYPE_CHECKING:
@@ -78,17 +78,38 @@ class Reading:
 
 @dataclass(frozen=True)
 class Clouds:
-    """The cloud providers (id: name) and regions a question may name."""
+    """The cloud providers (id: name), regions and software stacks (name: id) a question
+    may name."""
 
     providers: Mapping[str, str] = field(default_factory=dict)
     regions: tuple[str, ...] = ()
+    stacks: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, knowledge: Knowledge, not_providers: Iterable[str] = ("on-premise",)) -> Clouds:
         skip = set(not_providers)
         names = {p.id: p.name for p in knowledge.providers.values() if p.id not in skip}
         found = {price.region for offer in knowledge.offers for price in offer.prices}
-        return cls(names, tuple(sorted(r for r in found if REGION_ID.fullmatch(r))))
+        regions = tuple(sorted(r for r in found if REGION_ID.fullmatch(r)))
+        return cls(names, regions, stack_names(knowledge))
+
+
+# the names of a stack a question is read for: its id, and those of its aliases that are no
+# everyday word (a question says "zero", "tune" or "optimized" for other things)
+EVERYDAY = frozenset(
+    {"zero", "tune", "optimized", "eager", "hf", "te", "generate", "sgl", "titan", "mosaic",
+     "v-llm", "stock-pytorch", "transformer-engine"}
+)  # fmt: skip
+
+
+def stack_names(knowledge: Knowledge) -> dict[str, str]:
+    """Name -> stack id for every stack a question may name (see :data:`EVERYDAY`)."""
+    out: dict[str, str] = {}
+    for stack in knowledge.stacks.values():
+        for name in (stack.id, *stack.aliases):
+            if name not in EVERYDAY:
+                out.setdefault(name.lower(), stack.id)
+    return out
 
 
 def read_question(text: str, catalog: Catalog, clouds: Clouds | None = None) -> Reading:
@@ -106,7 +127,8 @@ def read_question(text: str, catalog: Catalog, clouds: Clouds | None = None) -> 
         start = org.start() if org is not None else start
         used[start:end] = [True] * (end - start)
         question = question[:start] + " " * (end - start) + question[end:]
-    read = scan(question, [*place_rules(clouds.providers, clouds.regions), *RULES])
+    rules = [*place_rules(clouds.providers, clouds.regions), *stack_rules(clouds.stacks)]
+    read = scan(question, [*rules, *RULES])
     if found is None:
         suggestions = _suggestions(words, partial, catalog, read, used)
         example = "llama-3-8b" if "llama-3-8b" in catalog.entries else min(catalog.entries)
@@ -219,6 +241,7 @@ class _Draft:
             out.update(self.some("global_batch_size"))
         elif _generates(entry):
             out.update(self.some("concurrency"))
+        out.update(self.some("stack"))
         return out
 
     def _task(self, entry: CatalogEntry) -> str:

@@ -293,6 +293,13 @@ def place_rules(providers: Mapping[str, str], regions: Iterable[str]) -> list[Ru
     return out
 
 
+def stack_rules(names: Mapping[str, str]) -> list[Rule]:
+    """A rule for the software stacks (by id or alias: ``torchtune``, ``vllm``, ``nemo``)."""
+    if not names:
+        return []
+    return [_rule(_alternatives(names), lambda m: {"stack": names[_spaced(m)]})]
+
+
 def _alternatives(terms: Iterable[str]) -> str:
     longest_first = sorted(terms, key=lambda t: (-len(t), t))
     escaped = (r"\s+".join(re.escape(w) for w in t.split()) for t in longest_first)

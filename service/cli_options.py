@@ -88,3 +88,40 @@ def json_file(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise click.BadParameter(f"{path}: a request is a JSON object")
     return data
+
+
+def stack_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    command = click.option(
+        "--stack-option",
+        "stack_option",
+        multiple=True,
+        metavar="NAME=VALUE",
+        help="override a property of the stack, e.g. activation_offload=true (rightsize stacks)",
+    )(command)
+    return click.option(
+        "--stack",
+        default=None,
+        help="the software stack (rightsize stacks), e.g. torchtune, vllm; default: the "
+        "most common one for the work",
+    )(command)
+
+
+def stack_fields(options: dict[str, Any]) -> dict[str, Any]:
+    """``--stack`` and ``--stack-option`` as the request's ``stack`` and ``stack_options``
+    (values read as JSON where they parse: true, 8, "8bit"; else as text)."""
+    out: dict[str, Any] = {}
+    stack = options.pop("stack", None)
+    if stack:
+        out["stack"] = stack
+    overrides: dict[str, Any] = {}
+    for item in options.pop("stack_option", ()) or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise click.BadParameter(f"{item!r}: give NAME=VALUE", param_hint="--stack-option")
+        try:
+            overrides[name.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            overrides[name.strip()] = value
+    if overrides:
+        out["stack_options"] = overrides
+    return out

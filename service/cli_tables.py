@@ -91,7 +91,17 @@ def estimate(a: dict[str, Any]) -> None:
         show_header=False,
     )
     throughput = a.get("throughput") or {}
+    stack = a.get("stack") or {}
     rows = [
+        (
+            "stack",
+            stack.get("id", "-")
+            + (
+                f" (overridden: {', '.join(stack['overridden'])})"
+                if stack.get("overridden")
+                else ""
+            ),
+        ),
         ("step time", f"{_num(a['step_time_s'])} s"),
         ("samples/s", _num(throughput.get("samples_per_s"))),
         ("tokens/s", _num(throughput.get("tokens_per_s"))),
@@ -120,8 +130,17 @@ def estimate(a: dict[str, Any]) -> None:
             ),
             ("time to first token", f"{_num(served['time_to_first_token_s'])} s"),
             ("time per output token", f"{_num(served['time_per_output_token_s'] * 1e3)} ms"),
+            ("between tokens, others joining", f"{_num(served['inter_token_latency_s'] * 1e3)} ms"),
             ("output tokens/s", _num(served["all_output_tokens_per_s"])),
         ]
+    reported = a.get("memory_reported")
+    if reported:
+        rows.append((
+            "memory as reported",
+            f"allocated {_gib(reported['allocated_peak_bytes'] / 2**30)}, reserved "
+            f"{_gib(reported['reserved_bytes'] / 2**30)}, nvidia-smi "
+            f"{_gib(reported['nvidia_smi_bytes'] / 2**30)}",
+        ))  # fmt: skip
     for row in rows:
         table.add_row(*row)
     out.print(table)
@@ -180,6 +199,29 @@ def tco(a: dict[str, Any]) -> None:
         f"Cheapest: {a['cheapest']}; break-even "
         f"{_num(a.get('break_even_gpu_hours_per_month'))} GPU-hours a month"
     )
+
+
+def stacks(a: dict[str, Any]) -> None:
+    table = Table(
+        title=f"Software stacks ({len(a['stacks'])}): name one with --stack, override a "
+        "property with --stack-option NAME=VALUE",
+        title_justify="left",
+    )
+    for name in ("id", "tasks", "kernels", "loss", "weights", "states", "batching", "default for"):
+        table.add_column(name, justify="left")
+    for st in a["stacks"]:
+        p = st["properties"]
+        table.add_row(
+            st["id"],
+            ", ".join(st["tasks"]),
+            f"{p['kernels']}, {p['attention']} attention",
+            p["loss"],
+            "fp32 master" if p["master_weights"] == "fp32" else "pure 16-bit",
+            p["optimizer_states"] + (", paged" if p["paged_optimizer"] else ""),
+            "continuous, paged KV" if p["continuous_batching"] else "static",
+            ", ".join(st["default_for"]) or "-",
+        )
+    out.print(table)
 
 
 def gpus(a: dict[str, Any]) -> None:

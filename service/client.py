@@ -253,6 +253,14 @@ class Client:
         """``GET /v1/gpus/{id}``: one GPU by id or name."""
         return self._json("GET", f"/v1/gpus/{gpu_id}")
 
+    def stacks(self, task: str | None = None) -> JSON:
+        """``GET /v1/stacks``: the software stacks and their properties (``task`` filters)."""
+        return self._json("GET", "/v1/stacks", params=_query({"task": task}))
+
+    def stack(self, stack_id: str) -> JSON:
+        """``GET /v1/stacks/{id}``: one stack by id or alias."""
+        return self._json("GET", f"/v1/stacks/{stack_id}")
+
     def models(self, q: str | None = None, **query: Any) -> JSON:
         """``GET /v1/models``: a page of the catalog, ``q`` searching names and aliases."""
         return self._json("GET", "/v1/models", params=_query({"q": q, **query}))

@@ -107,6 +107,7 @@ def _emit(answer: Any, as_json: bool, render: Callable[[Any], None]) -> None:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="a whole request body (JSON); options override it",
 )
+@opts.stack_options
 @opts.connection
 def recommend(
     model: str | None,
@@ -130,6 +131,7 @@ def recommend(
     body: dict[str, Any] = {}
     if request_file is not None:
         body = opts.json_file(request_file)
+    body.update(opts.stack_fields(options))
     workload = opts.workload(options)
     if model is not None:
         body["model"] = opts.model(model)
@@ -198,6 +200,7 @@ def ask(question: tuple[str, ...], url: str | None, api_key: str | None, as_json
 @click.argument("model")
 @opts.workload_options
 @opts.gpu_options
+@opts.stack_options
 @opts.connection
 def estimate(
     model: str,
@@ -214,11 +217,12 @@ def estimate(
     Example: rightsize estimate bert-base --task fine-tuning --batch-size 32 --seq-len 384 \\
                  --gpu a100-sxm4-80gb
     """
+    stack = opts.stack_fields(options)
     workload = opts.workload(options)
     with _client(url, api_key, model=True) as client:
         answer = _call(
             "estimating ...",
-            lambda: client.estimate(opts.model(model), workload, gpu=gpu, count=count),
+            lambda: client.estimate(opts.model(model), workload, gpu=gpu, count=count, **stack),
         )
     _emit(answer, as_json, tables.estimate)
 
@@ -227,6 +231,7 @@ def estimate(
 @click.argument("model")
 @opts.workload_options
 @opts.gpu_options
+@opts.stack_options
 @opts.connection
 def plan(
     model: str,
@@ -243,11 +248,12 @@ def plan(
     Example: rightsize plan llama-3-8b --batch-size 8 --seq-len 2048 --gpu h100-sxm-80gb \\
                  --count 8
     """
+    stack = opts.stack_fields(options)
     workload = opts.workload(options)
     with _client(url, api_key, model=True) as client:
         answer = _call(
             "planning layouts ...",
-            lambda: client.plan(opts.model(model), workload, gpu=gpu, count=count),
+            lambda: client.plan(opts.model(model), workload, gpu=gpu, count=count, **stack),
         )
     _emit(answer, as_json, tables.plan)
 
@@ -301,6 +307,16 @@ def gpus(url: str | None, api_key: str | None, as_json: bool, **query: Any) -> N
     with _client(url, api_key) as client:
         answer = _call("reading the GPU catalog ...", lambda: client.gpus(**query))
     _emit(answer, as_json, tables.gpus)
+
+
+@click.command()
+@click.option("--task", type=click.Choice(("training", "fine-tuning", "inference")))
+@opts.connection
+def stacks(url: str | None, api_key: str | None, as_json: bool, task: str | None) -> None:
+    """List the software stacks estimates are made for, with what each does by default."""
+    with _client(url, api_key) as client:
+        answer = _call("reading the stacks ...", lambda: client.stacks(task))
+    _emit(answer, as_json, tables.stacks)
 
 
 @click.command()
@@ -372,7 +388,7 @@ def _uploaded(client: Client, file: Path, options: dict[str, Any]) -> dict[str, 
     return _call("analysing the trace in the background ...", lambda: client.wait_trace(accepted))
 
 
-COMMANDS = (recommend, ask, estimate, plan, tco, gpus, models, trace)
+COMMANDS = (recommend, ask, estimate, plan, tco, gpus, stacks, models, trace)
 
 
 def register(group: click.Group) -> None:

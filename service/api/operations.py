@@ -102,8 +102,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ),
     ("get", "/v1/stacks/{stack_id}"): Operation(
         "getStack",
-        "One software stack by id or alias (e.g. nemo, fsdp2, trt-llm); a 404 lists close "
-        "matches.",
+        "One software stack by id or alias (e.g. nemo, fsdp2, trt-llm); a 404 lists close matches.",
         params={"stack_id": "torchtune"},
     ),
     ("get", "/v1/offers"): Operation(

@@ -8,13 +8,13 @@ from typing import Any
 from flask.views import MethodView
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
+from knowledge.stack_schemas import PROPERTIES, property_error
 from profiles.workload import WorkloadSchema
 from service.api.answers import answer_version, cached
 from service.api.base import Blueprint
 from service.api.lookups import gpu_filter
 from service.api.profiles import MODEL_DESCRIPTION
 from service.engine.layout import CHECKPOINTING, OFFLOAD
-from knowledge.stack_schemas import PROPERTIES, property_error
 from service.engine.parallel import WEIGHT_PRECISIONS
 from service.engine.plans import plan_request
 from service.state import estimates_for, state

@@ -83,6 +83,11 @@ class LayoutAnswerSchema(Schema):
 class ServingSchema(Schema):
     time_to_first_token_s = _num("one request's prefill, s", True)
     time_per_output_token_s = _num("one decode step at the concurrency, s", True)
+    inter_token_latency_s = _num(
+        "between two tokens of a request, the prefills of joining requests interleaved "
+        "(continuous batching), s",
+        True,
+    )
     concurrency = _num("sequences decoded together", True)
     max_concurrency = _num("the most sequences the KV cache holds beside the weights", True)
     requests_per_s = _num("requests a second over all replicas", True)

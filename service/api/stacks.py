@@ -27,7 +27,9 @@ def _values(allowed: Any) -> list[Any] | str:
 class StackSchema(Schema):
     id = fields.String()
     name = fields.String()
-    tasks = fields.List(fields.String(), metadata={"description": "training, fine-tuning, inference"})
+    tasks = fields.List(
+        fields.String(), metadata={"description": "training, fine-tuning, inference"}
+    )
     aliases = fields.List(fields.String())
     default_for = fields.List(
         fields.String(),

@@ -42,7 +42,7 @@ from typing import Any
 
 from knowledge import Knowledge
 from knowledge.records import Gpu
-from service.engine import deadline, scaling
+from service.engine import deadline, scaling, stacks
 from service.engine.errors import InvalidRequest
 from service.engine.layout import (
     ACTIVATION_BYTES,
@@ -60,7 +60,6 @@ from service.engine.stacks import (
     Compute,
     Stack,
     as_stack,
-    held,
     native_attention,
 )
 from service.engine.step_model import DEFAULT_SUITE, StepModel
@@ -142,7 +141,7 @@ def stacked(profile: StepProfile, shape: ModelShape | None, stack: Stack | str) 
         memory = fused_memory(memory, shape, tokens, profile.precision)
     vocab = shape.vocab if shape is not None and shape.lm_head else 0
     layers = shape.layers if shape is not None else 0
-    memory = held(memory, stack, True, tokens, vocab, layers, profile.optimizer)
+    memory = stacks.held(memory, stack, True, tokens, vocab, layers, profile.optimizer)
     selective = None
     if stack.get("selective_recompute") == "operators" and shape is not None:
         per_value = ACTIVATION_BYTES.get(profile.precision, 2)
@@ -172,7 +171,7 @@ def work(
         return Work(forward, backward, parts.optimizer_s, parts.launch_s, parts.host_s)
     constants = optimized or stack.compute
     bandwidth = step_model.bandwidth(gpu)
-    efficiency = constants.efficiency(profile.precision)
+    efficiency = min(0.95, constants.efficiency(profile.precision) * stack.architecture_factor(gpu))
     # FP8 recipes (Transformer Engine) keep attention in 16 bits
     attention_flops = mode.tensor_flops
     if profile.precision in EIGHT_BIT and gpu.bf16_tflops:
@@ -917,6 +916,7 @@ class LayoutInference:
     max_concurrency: int  # sequences whose full KV cache fits beside the weights
     weights_bytes_per_gpu: float
     kv_bytes_per_sequence_per_gpu: float
+    kv_bytes_held_per_gpu: float  # the cache ``concurrency`` sequences hold (paged: so far)
     time_to_first_token_s: float
     time_per_output_token_s: float  # a decode step of the batch
     inter_token_latency_s: float  # with the prefills of requests joining interleaved
@@ -936,6 +936,7 @@ class LayoutInference:
             "max_concurrency": self.max_concurrency,
             "weights_bytes_per_gpu": self.weights_bytes_per_gpu,
             "kv_bytes_per_sequence_per_gpu": self.kv_bytes_per_sequence_per_gpu,
+            "kv_bytes_held_per_gpu": self.kv_bytes_held_per_gpu,
             "time_to_first_token_s": self.time_to_first_token_s,
             "time_per_output_token_s": self.time_per_output_token_s,
             "inter_token_latency_s": self.inter_token_latency_s,
@@ -958,6 +959,32 @@ def tensor_degrees(shape: ModelShape | None, most: int, count: int | None = None
         return [1]
     return [t for t in (1, 2, 4, 8) if t <= most and shape.heads % t == 0
             and (count is None or count % t == 0)]  # fmt: skip
+
+
+def _decode_compute_s(
+    shape: ModelShape | None, parameters: float, c: int, t: int, mode: MathMode,
+    efficiency: float, net: Network,
+) -> float:  # fmt: skip
+    """A decode step's GEMMs at their FLOPs: one row per sequence, whose rows fill the SMs'
+    output tiles in waves (as in training)."""
+    waves = 1.0
+    if shape is not None and net.sms:
+        widths = (shape.hidden, shape.heads, shape.kv_heads, shape.ffn, shape.gated)
+        waves = wave_efficiency(float(c), widths, t, net.sms)
+    return 2 * parameters * c / (t * mode.tensor_flops * efficiency * waves)
+
+
+def _prefill_s(
+    ideal: Any, efficiency: float, memory_share: float, t: int, shape: ModelShape | None,
+    prompt: float, net: Network,
+) -> float:  # fmt: skip
+    """The prefill split over ``t`` tensor-parallel ranks, with its all-reduces."""
+    prefill = (ideal.tensor_s + ideal.cuda_core_s) / (efficiency * t) + ideal.vector_s / t
+    prefill += ideal.memory_s * memory_share / t
+    if t > 1 and shape is not None:
+        act = prompt * shape.hidden * 2.0
+        prefill += 2 * shape.layers * _ring(act * 2 * (t - 1) / t, t, _group_link(net, t), 0.7, 2)
+    return prefill
 
 
 def layout_inference(
@@ -1013,7 +1040,7 @@ def layout_inference(
     memory_s = weights_s + kv_s
     efficiency = serving.prefill_efficiency
     parameters = shape.parameters if shape is not None else memory.parameters_bytes / base
-    compute_s = 2 * parameters * c / (t * mode.tensor_flops * efficiency)
+    compute_s = _decode_compute_s(shape, parameters, c, t, mode, efficiency, net)
     comm = 0.0
     if t > 1 and shape is not None:
         link = _group_link(net, t)
@@ -1025,11 +1052,7 @@ def layout_inference(
         launch += profile.mix.phase_launches(["decode-first"]) * step_model.launch_s
     per_token = max(weights_s, compute_s) + kv_s + comm + launch
     ideal = resource_times(profile.mix, mode, step_model.bandwidth(gpu), ["prefill"])
-    prefill = (ideal.tensor_s + ideal.cuda_core_s) / (efficiency * t) + ideal.vector_s / t
-    prefill += ideal.memory_s * stack.compute.memory_share / t
-    if t > 1 and shape is not None:
-        act = prompt * shape.hidden * 2.0
-        prefill += 2 * shape.layers * _ring(act * 2 * (t - 1) / t, t, _group_link(net, t), 0.7, 2)
+    prefill = _prefill_s(ideal, efficiency, stack.compute.memory_share, t, shape, prompt, net)
     # continuous batching interleaves the prefills of the requests that join: in a steady
     # state c / output of them per decode step (a static batch prefills once, up front)
     joining = prefill / batch * c / output if output else 0.0
@@ -1042,6 +1065,7 @@ def layout_inference(
         max_concurrency=most,
         weights_bytes_per_gpu=weights,
         kv_bytes_per_sequence_per_gpu=kv_full,
+        kv_bytes_held_per_gpu=c * reserved,
         time_to_first_token_s=prefill,
         time_per_output_token_s=per_token,
         inter_token_latency_s=between,

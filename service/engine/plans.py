@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from knowledge.records import Gpu
+from service.engine import stacks
 from service.engine.errors import InvalidRequest
 from service.engine.estimate import USABLE_MEMORY_SHARE
 from service.engine.layout import (
@@ -23,7 +24,6 @@ from service.engine.layout import (
     check,
     memory_parts,
 )
-from service.engine import stacks
 from service.engine.parallel import (
     Network,
     Planned,
@@ -413,6 +413,13 @@ def layout_estimate(service: EstimateService, body: Mapping[str, Any]) -> dict[s
     done = work(s.profile, s.gpu, s.mode, s.stack, model.step_model)
     found = plan_layout(layout, s.profile, s.shape, done, s.net, s.mode, s.usable_bytes)
     step = found.step
+    assumptions = _assumptions(s)
+    if not found.fits:
+        assumptions.append(
+            f"does not fit: needs {found.memory.total_bytes / 2**30:.1f} GiB per GPU of the "
+            f"{s.usable_bytes / 2**30:.1f} GiB usable on {s.gpu.id} under this layout; the "
+            "time is what it would take if it did (POST /v1/plans finds the layouts that fit)"
+        )
     return {
         "gpu": s.gpu.id,
         "count": layout.gpus,
@@ -425,11 +432,12 @@ def layout_estimate(service: EstimateService, body: Mapping[str, Any]) -> dict[s
         "memory_per_gpu_bytes": found.memory.total_bytes,
         "usable_memory_bytes": s.usable_bytes,
         "memory_headroom": round(found.headroom, 4),
+        "memory": found.memory.to_dict(),
         "memory_reported": as_reported(found.memory),
         "layout": layout.to_dict(),
         "layout_estimate": found.to_dict(),
         "stack": s.stack.to_dict(),
         "profile_id": s.raw.get("profile_id"),
-        "assumptions": _assumptions(s),
+        "assumptions": assumptions,
         "knowledge_version": service.knowledge.version,
     }

@@ -35,7 +35,6 @@ from service.engine.errors import InvalidRequest, NotFound
 from service.engine.estimate import USABLE_MEMORY_SHARE
 from service.engine.job import Energy, JobTime, Sizes
 from service.engine.layout import Layout, LayoutMemory, ModelShape, memory_parts
-from service.engine.stacks import Stack
 from service.engine.parallel import (
     Network,
     Parts,
@@ -53,6 +52,7 @@ from service.engine.requests import Constraints, RecommendationRequest, UsageAsk
 from service.engine.roofline import MathMode, math_mode
 from service.engine.rules import Fired, RuleBook, rulebook
 from service.engine.service import EstimateService
+from service.engine.stacks import Stack
 from service.engine.step_profile import StepProfile
 
 OBJECTIVES = ("best_value", "fastest", "cheapest")
@@ -508,13 +508,16 @@ def _decoding(
         c, output = x.concurrency, float(profile.output_tokens or 0)
         prefill = x.time_to_first_token_s / max(profile.batch_size, 1.0)
         rate = 1.0 / (prefill + output * x.time_per_output_token_s / c)
-        latency = x.time_to_first_token_s + output * x.time_per_output_token_s
+        # a request waits for its prefill, then its tokens, between which the others'
+        # prefills join under continuous batching
+        latency = x.time_to_first_token_s + output * x.inter_token_latency_s
         memory = profile.memory
-        held = (x.weights_bytes_per_gpu + c * x.kv_bytes_per_sequence_per_gpu
+        held = (x.weights_bytes_per_gpu + x.kv_bytes_held_per_gpu
                 + memory.runtime_overhead_bytes + memory.temporary_peak_bytes / t)  # fmt: skip
         figures = {
             "time_to_first_token_s": x.time_to_first_token_s,
             "time_per_output_token_s": x.time_per_output_token_s,
+            "inter_token_latency_s": x.inter_token_latency_s,
             "concurrency": c,
             "max_concurrency": x.max_concurrency,
         }
@@ -522,7 +525,7 @@ def _decoding(
                   "kv_precision": x.kv_precision}  # fmt: skip
         parts = {
             "parameters": x.weights_bytes_per_gpu,
-            "kv_cache": c * x.kv_bytes_per_sequence_per_gpu,
+            "kv_cache": x.kv_bytes_held_per_gpu,
             "other": memory.runtime_overhead_bytes + memory.temporary_peak_bytes / t,
         }
         return t, rate, latency, Served(layout, held, usable, x.bound, figures, parts)
@@ -931,6 +934,12 @@ def ordered(kept: Sequence[Candidate], s: Setting) -> list[Candidate]:
 # footprint, only the slower GPU (two cards where four of a faster kind finish in a
 # quarter of the time for the same money)
 CLEARLY_FASTER_PER_GPU = 1.5
+# ... or that costs no more and finishes the job in a third of the time, a day or more
+# sooner: a single GPU's simpler setup is not worth days of waiting to pay more (8 H100s in
+# one machine pre-training Llama 3 8B in two days against one MI300X in twelve); an hour
+# or two sooner is (a three-hour fine-tune stays on one GPU)
+CLEARLY_SOONER = 3.0
+DAY_SAVED_H = 24.0
 
 
 def _front(band: Sequence[Candidate], score: Any) -> list[Candidate]:
@@ -944,7 +953,13 @@ def _front(band: Sequence[Candidate], score: Any) -> list[Candidate]:
         if not any(
             o.instances <= c.instances
             and score(o)[0] <= score(c)[0]
-            and per_gpu(o) >= CLEARLY_FASTER_PER_GPU * per_gpu(c)
+            and (
+                per_gpu(o) >= CLEARLY_FASTER_PER_GPU * per_gpu(c)
+                or (
+                    o.hours_per_unit * CLEARLY_SOONER <= c.hours_per_unit
+                    and (c.job_hours or 0.0) - (o.job_hours or 0.0) >= DAY_SAVED_H
+                )
+            )
             for o in band
         ):
             out.append(c)
@@ -1149,8 +1164,12 @@ def _switch(
 ) -> dict[str, Any]:  # fmt: skip
     """The stack that would run the top choice's training fastest, where one beats the
     request's by enough to name (see :mod:`service.engine.stack_advice`)."""
-    none: dict[str, Any] = {"faster_stack": None, "faster_stack_speedup": None,
-                            "faster_stack_fit": None, "stack": s.stack.id if s.stack else None}  # fmt: skip
+    none: dict[str, Any] = {
+        "faster_stack": None,
+        "faster_stack_speedup": None,
+        "faster_stack_fit": None,
+        "stack": s.stack.id if s.stack else None,
+    }
     if profile is None or top is None or top.planned is None or s.stack is None:
         return none
     usable = top.gpu.memory_gb * 2**30 * USABLE_MEMORY_SHARE * TRAINING_MEMORY_MARGIN

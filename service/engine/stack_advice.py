@@ -67,7 +67,7 @@ def faster_stack(
             continue
         try:
             other = stacks.for_work(knowledge, record.id, None, profile, shape)
-        except Exception:  # noqa: BLE001 - a stack that does not run this task
+        except Exception:
             continue
         if other.step_model or not _can_run(other, profile):
             continue

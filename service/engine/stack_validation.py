@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -174,11 +174,8 @@ def _printed_memory(layout_memory: Any, kind: str) -> float:
     return reported["nvidia_smi_bytes"]
 
 
-def _training_cases(
-    knowledge: Knowledge, step_model: StepModel, source: Source, table: dict[str, Any],
-    row: dict[str, Any], label: str,
-) -> list[Case]:  # fmt: skip
-    gpu = knowledge.gpu(table["gpu"])
+def _training_request(table: dict[str, Any], row: dict[str, Any], gpu: Any) -> dict[str, Any]:
+    """The workload request a training row ran (the profiler's fields)."""
     precision = PRECISIONS.get(str(row.get("precision") or table.get("precision") or "bf16"))
     if precision is None:
         raise ValueError(f"precision {row.get('precision')} is not modelled")
@@ -189,21 +186,71 @@ def _training_cases(
         raise ValueError("no sequence length printed")
     method = row.get("method") or "full"
     task = "fine-tuning" if table["kind"] == "fine-tuning" or method != "full" else "training"
-    micro = int(row.get("micro") or 1)
-    request: dict[str, Any] = {"task": task, "batch_size": micro, "seq_len": int(seq),
-                               "precision": precision}  # fmt: skip
+    request: dict[str, Any] = {"task": task, "batch_size": int(row.get("micro") or 1),
+                               "seq_len": int(seq), "precision": precision}  # fmt: skip
     if task == "fine-tuning":
         request["method"] = method
         if method in ("lora", "qlora") and row.get("lora_rank"):
             request["lora_rank"] = int(row["lora_rank"])
     if _optimizer(row):
         request["optimizer"] = _optimizer(row)
+    return request
+
+
+def _training_layout(row: dict[str, Any], stack: stacks.Stack, micro: int) -> Layout:
+    """The layout a training row printed (its sharding as its stack's where not printed)."""
     t, p, c = int(row.get("tp") or 1), int(row.get("pp") or 1), int(row.get("cp") or 1)
     gpus = int(row["gpus"])
-    offload = "parameters" if row.get("cpu_offload") else "none"
     d = int(row.get("dp") or gpus // (t * p * c))
     if d * t * p * c != gpus:
         d = max(1, gpus // (t * p * c))
+    if row.get("fsdp"):
+        stage = 3
+    elif row.get("zero_stage") is not None:
+        stage = int(row["zero_stage"])
+    else:
+        stage = {"none": 0, "optimizer": 1, "full": 3}[stack.get("sharding")] if d > 1 else 0
+    accumulation = 1
+    if row.get("global"):
+        accumulation = max(1, math.ceil(int(row["global"]) / (micro * d)))
+    offload = "parameters" if row.get("cpu_offload") and stage == 3 else "none"
+    return Layout(
+        data_parallel=d, tensor_parallel=t, pipeline_parallel=p, context_parallel=c,
+        zero_stage=stage if d * c > 1 else 0, sequence_parallel=t > 1,
+        activation_checkpointing=row.get("checkpointing") or "none", micro_batch_size=micro,
+        gradient_accumulation=accumulation, virtual_stages=int(row.get("vp") or 1),
+        offload=offload,
+    )  # fmt: skip
+
+
+def _throughput_grid(
+    step_model: StepModel, stack: stacks.Stack, profile: StepProfile, shape: ModelShape,
+    gpu: Any, layout: Layout, net: Any,
+) -> np.ndarray:  # fmt: skip
+    """Tokens a second per GPU at each point of :data:`GRID`."""
+    mode = math_mode(gpu, profile.precision)
+    flops = model_flops(profile)
+    base = stack.compute
+    out = []
+    for g in SCALES:
+        for a in ATTENTION:
+            scaled = replace(base, efficiency_16bit=min(0.95, base.efficiency_16bit * g),
+                             efficiency_8bit=min(0.95, base.efficiency_8bit * g),
+                             attention_share=a)  # fmt: skip
+            done = work(profile, gpu, mode, stack, step_model, optimized=scaled)
+            for h in HOSTS:
+                step = layout_step(layout, profile, shape, replace(done, host_s=h), net,
+                                   mode.tensor_flops, flops)  # fmt: skip
+                out.append(step.tokens_per_s / layout.gpus)
+    return np.array(out)
+
+
+def _training_cases(
+    knowledge: Knowledge, step_model: StepModel, source: Source, table: dict[str, Any],
+    row: dict[str, Any], label: str,
+) -> list[Case]:  # fmt: skip
+    gpu = knowledge.gpu(table["gpu"])
+    request = _training_request(table, row, gpu)
     found = source(_description(row["model"]), request)
     profile = StepProfile.from_profile(found)
     shape = ModelShape.from_profile(found)
@@ -212,63 +259,32 @@ def _training_cases(
     stack = stacks.for_work(knowledge, table["stack"], _options(row), profile, shape,
                             fitted=False)  # fmt: skip
     profile = stacked(profile, shape, stack)
-    if row.get("fsdp") or "fsdp" in str(row.get("note", "")).lower()[:0]:
-        stage = 3
-    elif row.get("zero_stage") is not None:
-        stage = int(row["zero_stage"])
-    else:
-        stage = {"none": 0, "optimizer": 1, "full": 3}[stack.get("sharding")] if d > 1 else 0
-    checkpointing = row.get("checkpointing") or "none"
-    accumulation = 1
-    if row.get("global"):
-        accumulation = max(1, math.ceil(int(row["global"]) / (micro * d)))
-    layout = Layout(
-        data_parallel=d, tensor_parallel=t, pipeline_parallel=p, context_parallel=c,
-        zero_stage=stage if d * c > 1 else 0, sequence_parallel=t > 1,
-        activation_checkpointing=checkpointing, micro_batch_size=micro,
-        gradient_accumulation=accumulation, virtual_stages=int(row.get("vp") or 1),
-        offload=offload if stage == 3 else "none",
-    )  # fmt: skip
+    layout = _training_layout(row, stack, int(request["batch_size"]))
     per_node = int(table.get("gpus_per_node") or 8)
     check(layout, shape, per_node, profile.seq_len)
-    mode = math_mode(gpu, precision)
-    net = network(knowledge, gpu, min(per_node, gpus) if gpus > 1 else 1)
+    net = network(knowledge, gpu, min(per_node, layout.gpus))
     publ = publication(table)
-    out: list[Case] = []
-    detail = {"gpu": gpu.id, "gpus": gpus, "layout": layout.to_dict(), "precision": precision,
-              "method": method, "seq": int(seq), "stack": stack.id, "options": _options(row),
+    detail = {"gpu": gpu.id, "gpus": layout.gpus, "layout": layout.to_dict(),
+              "precision": request["precision"], "method": request.get("method", "full"),
+              "seq": request["seq_len"], "stack": stack.id, "options": _options(row),
               "architecture": gpu.architecture, "kernels": stack.kernels}  # fmt: skip
-    has_figure = any(row.get(k) for k in ("tokens_per_s_per_gpu", "tokens_per_s", "mfu",
-                                          "tflops_per_gpu"))  # fmt: skip
-    if has_figure:
-        peak = mode.tensor_flops if precision not in ("fp8",) or not gpu.bf16_tflops else (
-            gpu.bf16_tflops * 1e12)  # fmt: skip
-        measured = _tokens_per_s_per_gpu(row, shape, int(seq), peak)
-        flops = model_flops(profile)
-        base = stack.compute
-        predicted = []
-        for g in SCALES:
-            for a in ATTENTION:
-                scaled = replace(base, efficiency_16bit=min(0.95, base.efficiency_16bit * g),
-                                 efficiency_8bit=min(0.95, base.efficiency_8bit * g),
-                                 attention_share=a)  # fmt: skip
-                done = work(profile, gpu, mode, stack, step_model, optimized=scaled)
-                for h in HOSTS:
-                    step = layout_step(layout, profile, shape, replace(done, host_s=h), net,
-                                       mode.tensor_flops, flops)  # fmt: skip
-                    predicted.append(step.tokens_per_s / gpus)
+    out: list[Case] = []
+    if any(row.get(k) for k in ("tokens_per_s_per_gpu", "tokens_per_s", "mfu", "tflops_per_gpu")):
+        # MFU and model TFLOP/s of FP8 runs are quoted against the 16-bit peak
+        peak = (gpu.bf16_tflops or 0) * 1e12 or math_mode(gpu, profile.precision).tensor_flops
+        measured = _tokens_per_s_per_gpu(row, shape, request["seq_len"], peak)
+        predicted = _throughput_grid(step_model, stack, profile, shape, gpu, layout, net)
         out.append(Case(table["id"], publ, stack.id, "training_throughput", label, measured,
-                        np.array(predicted), detail))  # fmt: skip
+                        predicted, detail))  # fmt: skip
     if row.get("memory_gib") and not row.get("oom"):
         held = memory_per_gpu(profile.memory, layout, shape, True,
                               profile.selective_activations_bytes)  # fmt: skip
         kind = str(row.get("memory_kind") or "unknown")
-        value = _printed_memory(held, kind)
-        usable = gpu.memory_gb * 2**30
+        fits = held.total_bytes <= gpu.memory_gb * 2**30
         out.append(Case(table["id"], publ, stack.id, "peak_memory", label,
-                        float(row["memory_gib"]) * 2**30, np.full(len(GRID), value),
-                        {**detail, "memory_kind": kind, "gpu_memory_gib": gpu.memory_gb,
-                         "fits": held.total_bytes <= usable * 1.0}))  # fmt: skip
+                        float(row["memory_gib"]) * 2**30,
+                        np.full(len(GRID), _printed_memory(held, kind)),
+                        {**detail, "memory_kind": kind, "fits": fits}))  # fmt: skip
     return out
 
 
@@ -341,8 +357,9 @@ def _serving_case(
         return [Case(table["id"], publ, stack.id, "serving_throughput", label,
                      float(row["output_tokens_per_s"]), np.array(rates), detail)]  # fmt: skip
     if per_token:
+        detail["statistic"] = row.get("statistic")
         return [Case(table["id"], publ, stack.id, "serving_latency", label, float(per_token),
-                     np.array(latencies), {**detail, "statistic": row.get("statistic")})]  # fmt: skip
+                     np.array(latencies), detail)]  # fmt: skip
     raise ValueError("no offline throughput or time per output token printed")
 
 
@@ -378,14 +395,41 @@ def _log_errors(case: Case) -> np.ndarray:
     return np.abs(np.log(case.predicted / case.measured))
 
 
-def best_scale(data: Sequence[Case]) -> int:
+# The factor on the GEMMs' share of the dense peak a GPU architecture's runs reach over
+# Hopper's (whose runs most constants are fitted on): fitted across every stack's training
+# rows, the candidates below
+REFERENCE_ARCHITECTURE = "hopper"
+FACTORS = tuple(round(0.7 + 0.05 * i, 2) for i in range(17))  # 0.70 .. 1.50
+ROUNDS = 3  # the stacks' scales and the architectures' factors fitted in turn
+
+
+def _shifted(case: Case, factor: float) -> np.ndarray:
+    """``case``'s predictions over the grid with its GEMM efficiency times ``factor`` (the
+    scale nearest to each scale times it; the grid's ends hold beyond)."""
+    if factor == 1.0 or case.kind != "training_throughput":
+        return case.predicted
+    grid = case.predicted.reshape(len(SCALES), len(ATTENTION), len(HOSTS))
+    wanted = np.array(SCALES) * factor
+    nearest = np.abs(np.array(SCALES)[None, :] - wanted[:, None]).argmin(axis=1)
+    return grid[nearest].reshape(-1)
+
+
+def best_scale(data: Sequence[Case], factors: Mapping[str, float] | None = None) -> int:
     """The grid index whose scale gives ``data`` the least median absolute log error (the
-    unfitted constants, scale 1, where there is nothing to fit on)."""
+    unfitted constants, scale 1, where there is nothing to fit on), each case's
+    architecture's factor applied."""
     fitted = [c for c in data if c.fitted]
     if not fitted:
         return UNFITTED
-    errors = np.median(np.vstack([_log_errors(c) for c in fitted]), axis=0)
-    return int(np.argmin(errors))
+    factors = factors or {}
+    rows = [
+        np.abs(np.log(_shifted(c, factors.get(_architecture(c), 1.0)) / c.measured)) for c in fitted
+    ]
+    return int(np.argmin(np.median(np.vstack(rows), axis=0)))
+
+
+def _architecture(case: Case) -> str:
+    return str(case.detail.get("architecture"))
 
 
 def family(kind: str) -> str:
@@ -409,7 +453,7 @@ def _keys(case: Case) -> tuple[tuple[str, ...], ...]:
     )
 
 
-class StackFit(BaseEstimator, RegressorMixin):  # type: ignore[misc]
+class StackFit(BaseEstimator, RegressorMixin):
     """scikit-learn's view of the stacks' fit: ``X`` holds indices into ``cases``, ``y``
     the log of the printed figures; ``fit`` picks each stack and kind's scale on the rows
     it is given, ``predict`` the log of each row's prediction at its stack's scale."""
@@ -418,22 +462,42 @@ class StackFit(BaseEstimator, RegressorMixin):  # type: ignore[misc]
         self.cases = cases
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> StackFit:
+        given = [self.cases[int(i)] for i in X[:, 0]]
         groups: dict[tuple[str, ...], list[Case]] = defaultdict(list)
-        for i in X[:, 0]:
-            case = self.cases[int(i)]
+        for case in given:
             for key in _keys(case):
                 groups[key].append(case)
-        self.scales_ = {
-            key: best_scale(rows) for key, rows in groups.items() if len(rows) >= MIN_ROWS
-        }
+        by_architecture: dict[str, list[Case]] = defaultdict(list)
+        for case in given:
+            if case.kind == "training_throughput":
+                by_architecture[_architecture(case)].append(case)
+        self.factors_: dict[str, float] = {}
+        for _ in range(ROUNDS):
+            self.scales_ = {
+                key: best_scale(rows, self.factors_)
+                for key, rows in groups.items()
+                if len(rows) >= MIN_ROWS
+            }
+            for arch, rows in by_architecture.items():
+                if arch == REFERENCE_ARCHITECTURE or len(rows) < MIN_ROWS:
+                    continue
+                self.factors_[arch] = min(FACTORS, key=lambda f: self._loss(rows, f))
         return self
+
+    def _at(self, case: Case) -> int:
+        return next((self.scales_[k] for k in _keys(case) if k in self.scales_), UNFITTED)
+
+    def _loss(self, rows: Sequence[Case], factor: float) -> float:
+        return float(np.median([
+            abs(math.log(_shifted(c, factor)[self._at(c)] / c.measured)) for c in rows
+        ]))  # fmt: skip
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         out = []
         for i in X[:, 0]:
             case = self.cases[int(i)]
-            at = next((self.scales_[k] for k in _keys(case) if k in self.scales_), UNFITTED)
-            out.append(math.log(case.predicted[at]))
+            factor = self.factors_.get(_architecture(case), 1.0)
+            out.append(math.log(_shifted(case, factor)[self._at(case)]))
         return np.array(out)
 
 
@@ -457,6 +521,12 @@ def shipped_scales(data: Sequence[Case]) -> dict[tuple[str, ...], tuple[float, f
     return {key: GRID[i] for key, i in fit.scales_.items()}
 
 
+def fitted_factors(data: Sequence[Case]) -> dict[str, float]:
+    """The architectures' factors fitted on every row (architecture_efficiency.yaml)."""
+    fit = StackFit(data).fit(np.arange(len(data)).reshape(-1, 1), np.zeros(len(data)))
+    return dict(fit.factors_)
+
+
 def fitted_constants(knowledge: Knowledge, data: Sequence[Case]) -> dict[str, dict[str, Any]]:
     """Each stack's constants fitted on every row, as stacks.yaml ships them: ``compute``
     from training rows, ``serving`` from serving rows; its own rows' fit where it has
@@ -465,23 +535,24 @@ def fitted_constants(knowledge: Knowledge, data: Sequence[Case]) -> dict[str, di
     rows: dict[tuple[str, ...], list[Case]] = defaultdict(list)
     for c in data:
         if c.fitted:
-            for key in _keys(c):
-                rows[key].append(c)
+            for level in _keys(c):
+                rows[level].append(c)
     out: dict[str, dict[str, Any]] = {}
     for record in knowledge.stacks.values():
         prior = stacks.resolve(knowledge, record.id, fitted=False)
         for part in ("training_throughput", "serving"):
-            own = ("stack", record.id, part)
-            shared = ("kernels", prior.kernels, part)
-            key = own if own in fitted else None
+            own: tuple[str, ...] = ("stack", record.id, part)
+            shared: tuple[str, ...] = ("kernels", prior.kernels, part)
+            key: tuple[str, ...] | None = own if own in fitted else None
             if key is None and shared in fitted and not record.priors_fitted_on:
                 key = shared
             if key is None or prior.step_model:
                 continue
             g, a, h = fitted[key]
             found = rows[key]
+            tables_of = len({case.table for case in found})
             whose = "its own" if key == own else f"every {prior.kernels} stack's"
-            fit = (f"{whose} {len(found)} published rows ({len({c.table for c in found})} "
+            fit = (f"{whose} {len(found)} published rows ({tables_of} "
                    f"tables in knowledge/data/stack_runs), scale {g:g} on the priors; "
                    "rightsize validate, 2026-12-07")  # fmt: skip
             if part == "serving":
@@ -494,10 +565,10 @@ def fitted_constants(knowledge: Knowledge, data: Sequence[Case]) -> dict[str, di
                     "fit": fit,
                 }
             elif set(record.tasks) - {"inference"}:
-                c = prior.compute
+                compute = prior.compute
                 out.setdefault(record.id, {})["compute"] = {
-                    "efficiency_16bit": round(min(0.95, c.efficiency_16bit * g), 3),
-                    "efficiency_8bit": round(min(0.95, c.efficiency_8bit * g), 3),
+                    "efficiency_16bit": round(min(0.95, compute.efficiency_16bit * g), 3),
+                    "efficiency_8bit": round(min(0.95, compute.efficiency_8bit * g), 3),
                     "attention_share": a,
                     "host_s": h,
                     "fit": fit,
@@ -513,8 +584,10 @@ def _cause(case: Case, predicted: float) -> str:
                 f"{d.get('method')}, options {d.get('options') or 'none'})")  # fmt: skip
     if case.kind == "serving_throughput":
         return f"{'too fast' if over else 'too slow'}: {d.get('weights')} weights, TP{d.get('tp')}"
-    return (f"{'too fast' if over else 'too slow'}: {d.get('precision')}, "
-            f"{d.get('gpus')} x {d.get('gpu')}, layout {_layout_text(d.get('layout') or {})}")
+    return (
+        f"{'too fast' if over else 'too slow'}: {d.get('precision')}, "
+        f"{d.get('gpus')} x {d.get('gpu')}, layout {_layout_text(d.get('layout') or {})}"
+    )
 
 
 def _layout_text(layout: dict[str, Any]) -> str:
@@ -533,8 +606,13 @@ def summarise(data: Sequence[Case], predicted: np.ndarray, worst: int = 10) -> d
         by["all", case.kind].append(ape)
         rows.append((ape, case, value))
     table = [
-        {"stack": stack, "kind": kind, "rows": len(v), "median_ape": float(np.median(v)),
-         "worst_ape": float(max(v))}  # fmt: skip
+        {
+            "stack": stack,
+            "kind": kind,
+            "rows": len(v),
+            "median_ape": float(np.median(v)),
+            "worst_ape": float(max(v)),
+        }
         for (stack, kind), v in sorted(by.items())
     ]
     rows.sort(key=lambda r: -r[0])
@@ -549,11 +627,20 @@ def summarise(data: Sequence[Case], predicted: np.ndarray, worst: int = 10) -> d
             }
             for kind in KINDS
         },
-        "memory_fits": {"rows": len(fits),
-                        "fit": sum(1 for c in fits if c.detail.get("fits"))},  # fmt: skip
+        "memory_fits": {
+            "rows": len(fits),
+            "fit": sum(1 for c in fits if c.detail.get("fits")),
+        },
         "worst": [
-            {"row": c.label, "stack": c.stack, "kind": c.kind, "measured": c.measured,
-             "predicted": float(v), "ape": float(a), "cause": _cause(c, float(v))}  # fmt: skip
+            {
+                "row": c.label,
+                "stack": c.stack,
+                "kind": c.kind,
+                "measured": c.measured,
+                "predicted": float(v),
+                "ape": float(a),
+                "cause": _cause(c, float(v)),
+            }
             for a, c, v in rows[:worst]
         ],
     }
@@ -566,5 +653,6 @@ def report(knowledge: Knowledge, step_model: StepModel, source: Source) -> dict[
     out = summarise(data, predicted)
     out["publications"] = len({c.publication for c in data})
     out["fitted_on_all"] = fitted_constants(knowledge, data)
+    out["architecture_factors"] = fitted_factors(data)
     out["skipped"] = skipped
     return out

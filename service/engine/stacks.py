@@ -146,6 +146,9 @@ class Stack:
     sources: tuple[str, ...]
     as_of: str
     version: str
+    # GPU architecture -> factor on the GEMMs' efficiency (knowledge/data/
+    # architecture_efficiency.yaml; none before the fit)
+    architecture_factors: tuple[tuple[str, float], ...] = ()
 
     def get(self, name: str) -> Any:
         return dict(self.properties)[name]
@@ -159,11 +162,11 @@ class Stack:
     def kernels(self) -> str:
         return str(self.get("kernels"))
 
+    def architecture_factor(self, gpu: Gpu) -> float:
+        return dict(self.architecture_factors).get(gpu.architecture, 1.0)
+
     def runs(self, precision: str) -> bool:
         return precision in self.get("weight_precisions")
-
-    def with_compute(self, compute: Compute) -> Stack:
-        return replace(self, compute=compute)
 
     def to_dict(self) -> dict[str, Any]:
         props = {k: list(v) if isinstance(v, tuple) else v for k, v in self.properties}
@@ -183,8 +186,18 @@ class Stack:
         said = ", ".join(
             f"{k} {'on' if v is True else 'off' if v is False else v}"
             for k, v in props.items()
-            if k in ("kernels", "attention", "loss", "master_weights", "optimizer_states",
-                     "activation_offload", "cuda_graphs", "continuous_batching")  # fmt: skip
+            if k
+            in (
+                "kernels",
+                "attention",
+                "loss",
+                "master_weights",
+                "optimizer_states",
+                "activation_offload",
+                "fused_activations",
+                "cuda_graphs",
+                "continuous_batching",
+            )
         )
         changed = f"; overridden: {', '.join(self.overridden)}" if self.overridden else ""
         return f"stack {self.id} ({self.name}): {said}{changed}"
@@ -291,6 +304,9 @@ def resolve(
         sources=record.sources,
         as_of=record.as_of.isoformat(),
         version=record.version,
+        architecture_factors=tuple(sorted(knowledge.architecture_factors.items()))
+        if fitted
+        else (),
     )
 
 

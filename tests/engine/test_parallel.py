@@ -17,9 +17,7 @@ from service.engine.errors import InvalidRequest
 from service.engine.estimate import USABLE_MEMORY_SHARE
 from service.engine.layout import Layout, ModelShape
 from service.engine.model import PerformanceModel
-from service.engine.stacks import LOSS_BYTES, LOSS_SHARE, as_stack
 from service.engine.parallel import (
-    OPTIMIZED,
     OVERLAP_SLOWDOWN,
     LayoutStep,
     fastest_fitting,
@@ -34,6 +32,7 @@ from service.engine.parallel import (
 )
 from service.engine.roofline import math_mode
 from service.engine.scaling import DEFAULT
+from service.engine.stacks import LOSS_BYTES, LOSS_SHARE, as_stack
 from service.engine.step_profile import StepProfile
 
 

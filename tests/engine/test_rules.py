@@ -101,8 +101,12 @@ FIRING: dict[str, dict[str, Any]] = {
     "mixed-precision-first": {"precision": "fp32", "mixed_precision_speedup": 2.5},
     "gradient-accumulation": {"smallest_count": 2.0, "fits_one_gpu_accumulating": True},
     "activation-checkpointing": {"checkpointing_memory_saving": 0.45},
-    "switch-stack": {"stack": "hf-transformers", "faster_stack": "megatron-te",
-                     "faster_stack_speedup": 1.4, "faster_stack_fit": "its own 52 rows"},  # fmt: skip
+    "switch-stack": {
+        "stack": "hf-transformers",
+        "faster_stack": "megatron-te",
+        "faster_stack_speedup": 1.4,
+        "faster_stack_fit": "its own 52 rows",
+    },
     "input-pipeline-first": {"traced": True, "input_idle_share": 0.3},
     "mixed-precision": {"fp32_gemm_saving_share": 0.2},
     "input-pipeline": {"input_idle_share": 0.3},

@@ -27,11 +27,14 @@ def kb():
 
 
 def test_every_stack_has_its_properties_sources_and_date(kb):
-    assert {"hf-transformers", "hf-trl-peft", "torchtitan", "torchtune", "deepspeed",
-            "megatron-te", "hf-generate", "vllm", "tensorrt-llm", "sglang"} <= set(kb.stacks)  # fmt: skip
+    named = {"hf-transformers", "hf-trl-peft", "torchtitan", "torchtune", "deepspeed",
+             "megatron-te", "hf-generate", "vllm", "tensorrt-llm", "sglang"}  # fmt: skip
+    assert named <= set(kb.stacks)
     for stack in kb.stacks.values():
-        assert stack.sources and all(len(s) > 10 for s in stack.sources), stack.id
-        assert stack.as_of.year >= 2023 and stack.version
+        assert stack.sources, stack.id
+        assert all(len(s) > 10 for s in stack.sources), stack.id
+        assert stack.as_of.year >= 2023
+        assert stack.version
         assert set(stack.properties) == set(PROPERTIES), stack.id
         for name, value in stack.properties.items():
             assert property_error(name, value) is None, (stack.id, name)
@@ -54,13 +57,16 @@ def test_each_task_has_a_default_and_aliases_resolve(kb):
 def test_an_unknown_stack_or_property_names_the_field_and_the_known_values(kb):
     with pytest.raises(InvalidRequest) as err:
         stacks.resolve(kb, "tensorflow")
-    assert err.value.field == "stack" and "torchtitan" in str(err.value)
+    assert err.value.field == "stack"
+    assert "torchtitan" in str(err.value)
     with pytest.raises(InvalidRequest) as err:
         stacks.resolve(kb, "torchtune", {"flash": True})
-    assert err.value.field == "stack_options.flash" and "activation_offload" in str(err.value)
+    assert err.value.field == "stack_options.flash"
+    assert "activation_offload" in str(err.value)
     with pytest.raises(InvalidRequest) as err:
         stacks.resolve(kb, "torchtune", {"loss": "fast"})
-    assert err.value.field == "stack_options.loss" and "chunked" in str(err.value)
+    assert err.value.field == "stack_options.loss"
+    assert "chunked" in str(err.value)
     with pytest.raises(InvalidRequest) as err:
         stacks.resolve(kb, "vllm", task="training")
     assert "runs inference" in str(err.value)
@@ -172,4 +178,6 @@ def test_a_bad_stacks_file_is_refused_naming_the_row_and_field(tmp_path: Path):
     with pytest.raises(KnowledgeInvalid) as err:
         load_knowledge(root)
     text = str(err.value)
-    assert "stacks.yaml" in text and "loss" in text and "compute.fit" in text
+    assert "stacks.yaml" in text
+    assert "loss" in text
+    assert "compute.fit" in text

@@ -266,6 +266,17 @@ READINGS = [
             dataset_samples=1_000_000),
         id="longest-name-wins",
     ),
+    pytest.param(
+        "qlora llama 3 8b on 20M tokens with torchtune",
+        {**llm("llama-3-8b", task="fine-tuning", method="qlora", seq_len=2048, batch_size=4,
+               dataset_tokens=20_000_000), "stack": "torchtune"},
+        id="stack-by-id",
+    ),
+    pytest.param(
+        "serve llama 3.1 70b on TensorRT-LLM",
+        {**llm("llama-3.1-70b", task="inference"), "stack": "tensorrt-llm"},
+        id="stack-by-name",
+    ),
 ]  # fmt: skip
 
 

@@ -93,6 +93,28 @@ class TestInProcess:
         assert "on premise" in tco.stdout
         assert "break-even" in tco.stdout
 
+    def test_a_stack_and_its_options_reach_the_answer(self) -> None:
+        listed = run("stacks", "--task", "inference")
+        assert listed.exit_code == 0, listed.stderr
+        assert "vllm" in listed.stdout
+        assert "continuous, paged KV" in listed.stdout
+        args = ["estimate", "llama-3.2-1b", "--task", "fine-tuning", "--method", "full",
+                "--batch-size", "2", "--seq-len", "2048", "--gpu", "a100-sxm4-80gb"]  # fmt: skip
+        plain = json.loads(run(*args, "--stack", "torchtune", "--json").stdout)
+        result = run(*args, "--stack", "torchtune", "--stack-option", "activation_offload=true",
+                     "--json")  # fmt: skip
+        offloaded = json.loads(result.stdout)
+        assert offloaded["stack"]["overridden"] == ["activation_offload"]
+        assert offloaded["memory_per_gpu_bytes"] < plain["memory_per_gpu_bytes"]
+        table = run(*args, "--stack", "torchtune")
+        assert "torchtune" in table.stdout
+        assert "memory as reported" in table.stdout
+        bad = run(*args, "--stack", "keras")
+        assert bad.exit_code == 3
+        assert "stack" in bad.stderr
+        malformed = run(*args, "--stack-option", "activation_offload")
+        assert malformed.exit_code == 2
+
     def test_catalog_commands(self) -> None:
         listed = json.loads(run("models", "--json").stdout)
         assert any(m["name"] == "llama-3-8b" for m in listed["items"])

@@ -107,6 +107,7 @@ def test_the_same_8_gpu_layout_is_slower_on_pcie_than_on_nvswitch_by_what_the_mo
                      "precision": "bf16", "optimizer": "adamw"},
         "gpu": "H100 SXM5 80GB",
         "layout": {"tensor_parallel": 8, "sequence_parallel": True},
+        "stack": "pytorch",
     }  # fmt: skip
     fast = post(client, "/v1/estimates", body)
     slow = post(client, "/v1/estimates", {**body, "interconnect": {"intra_node": "pcie-5-x16"}})
@@ -154,7 +155,7 @@ def test_decode_of_a_70b_model_is_bandwidth_bound_and_the_kv_cache_limits_concur
         "workload": {"task": "inference", "batch_size": 1, "prompt_tokens": 1024,
                      "output_tokens": 256, "precision": "bf16"},
         "gpu": "H100 SXM5 80GB",
-        "stack": "optimized",
+        "stack": "tensorrt-llm",
         "concurrency": 1,
     }  # fmt: skip
     plan = post(client, "/v1/plans", body)
@@ -201,16 +202,20 @@ def test_unknown_stack_interconnect_and_source_are_422(client: FlaskClient) -> N
 
 
 def test_layout_options_without_a_layout_are_applied_not_ignored(client: FlaskClient) -> None:
-    """stack optimized (or an interconnect, or inference precisions) with no layout: the
-    estimate is the layout model's, plain data parallel over count."""
+    """A stack the step model does not time (or an interconnect, or inference precisions)
+    with no layout: the estimate is the layout model's, data parallel over count, sharded
+    as the stack shards (Megatron's distributed optimizer: ZeRO-1); the step model's stack
+    gives the plain estimate."""
     base = {**LLAMA_70B_TRAINING, "model": {"name": "llama-3-8b"}, "gpu": "H100 SXM5 80GB",
             "count": 8}  # fmt: skip
-    plain = post(client, "/v1/estimates", base)
+    plain = post(client, "/v1/estimates", {**base, "stack": "pytorch"})
     tuned = post(client, "/v1/estimates", {**base, "stack": "optimized"})
     assert "layout" not in plain
     assert tuned["layout"]["data_parallel"] == 8
+    assert tuned["layout"]["zero_stage"] == 1
     assert tuned["count"] == 8
-    assert any("stack optimized" in a for a in tuned["assumptions"])
+    assert tuned["stack"]["id"] == "megatron-te"
+    assert any("stack megatron-te" in a for a in tuned["assumptions"])
     serve = {
         "model": {"name": "llama-3-8b"},
         "workload": {"task": "inference", "batch_size": 1, "prompt_tokens": 512,

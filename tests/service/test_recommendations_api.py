@@ -216,9 +216,11 @@ def test_serving_an_llm_splits_it_over_tensor_parallel_groups(client: FlaskClien
         assert 1 <= serving["concurrency"] <= serving["max_concurrency"]
         assert serving["time_per_output_token_s"] > 0
         assert serving["time_to_first_token_s"] > 0
-        # one request: its prefill and its 256 tokens
+        # one request: its prefill and its 256 tokens, each after a decode step and the
+        # prefills of the requests that joined meanwhile (continuous batching)
+        assert serving["inter_token_latency_s"] > serving["time_per_output_token_s"]
         assert est["step_time_s"] == pytest.approx(
-            serving["time_to_first_token_s"] + 256 * serving["time_per_output_token_s"]
+            serving["time_to_first_token_s"] + 256 * serving["inter_token_latency_s"]
         )
         assert est["unit"] == "1,000,000 requests"
     # replicas multiply the rate at the same cost per request
