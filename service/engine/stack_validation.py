@@ -14,13 +14,17 @@ becomes a :class:`Case` of one kind:
 - ``serving_throughput``: output tokens a second of all the GPUs, against the serving
   model's at the printed concurrency (else the most the KV cache holds).
 
-Each stack's one fitted constant is a scale on its GEMM efficiency (training) or on its
-decode bandwidth share and prefill efficiency (serving), chosen on a grid to minimise the
-median absolute log error over its rows. :func:`report` predicts every row from a fit
-that left its publication out: scikit-learn's ``LeaveOneGroupOut`` over the publications,
+Each stack's few constants are chosen on a grid to minimise the median absolute log error
+over its rows: for training, a scale on its GEMM efficiency, attention's rate over the
+GEMMs' and the training loop's host time per step; for serving, a scale on its decode
+bandwidth share and one on its prefill's and decode GEMMs' efficiency. With them, a factor
+per GPU architecture on the GEMM efficiency (Hopper 1), fitted on every stack's training
+rows in turn with the stacks' scales. :func:`report` predicts every row from a fit that
+left its publication out: scikit-learn's ``LeaveOneGroupOut`` over the publications,
 through ``cross_val_predict`` with the fit wrapped as an estimator (:class:`StackFit`). A
-stack whose only publication is left out is predicted with its constants as shipped
-unfitted (scale 1): the score of what it does, not of its rows.
+stack whose only publication is left out is predicted with the fit of every stack with
+its kind of kernels, else its unfitted priors: the score of what it does, not of its
+rows.
 """
 
 from __future__ import annotations
@@ -68,6 +72,9 @@ SCALES = tuple(round(0.5 + 0.05 * i, 2) for i in range(21))  # 0.50 .. 1.50
 ATTENTION = (0.3, 0.45, 0.6, 0.75)  # attention kernels' rate over the GEMMs'
 HOSTS = (0.0, 0.01, 0.03, 0.1, 0.2)
 GRID = tuple((g, a, h) for g in SCALES for a in ATTENTION for h in HOSTS)
+# serving reads the grid's second axis as a scale on the prefill's and the decode GEMMs'
+# efficiency (the first scales the decode's bandwidth share), one per attention rate
+SERVING_COMPUTE = dict(zip(ATTENTION, (1.0, 0.85, 0.7, 0.55), strict=True))
 # the constants before any stack's fit (parallel.OPTIMIZED's)
 UNFITTED = GRID.index((1.0, 0.3, 0.2))
 KINDS = ("training_throughput", "peak_memory", "serving_throughput", "serving_latency")
@@ -336,10 +343,10 @@ def _serving_case(
         raise ValueError("an open-loop load whose concurrency cannot be told from the row")
     base = stack.serving
     rates, latencies = [], []
-    for g, _, _ in GRID:
+    for g, a, _ in GRID:
         scaled = replace(stack, serving=replace(
             base, decode_bandwidth_share=min(1.0, base.decode_bandwidth_share * g),
-            prefill_efficiency=min(0.95, base.prefill_efficiency * g)))  # fmt: skip
+            prefill_efficiency=min(0.95, base.prefill_efficiency * SERVING_COMPUTE[a])))  # fmt: skip
         c = max(1, round(load)) if load else None
         x = layout_inference(profile, shape, gpu, mode, step_model, net, t, scaled, usable,
                              weights, kv, c)  # fmt: skip
@@ -559,9 +566,12 @@ def fitted_constants(knowledge: Knowledge, data: Sequence[Case]) -> dict[str, di
                 if "inference" not in record.tasks:
                     continue
                 base = prior.serving
+                share = min(1.0, base.decode_bandwidth_share * g)
                 out.setdefault(record.id, {})["serving"] = {
-                    "decode_bandwidth_share": round(min(1.0, base.decode_bandwidth_share * g), 3),
-                    "prefill_efficiency": round(min(0.95, base.prefill_efficiency * g), 3),
+                    "decode_bandwidth_share": round(share, 3),
+                    "prefill_efficiency": round(
+                        min(0.95, base.prefill_efficiency * SERVING_COMPUTE[a]), 3
+                    ),
                     "fit": fit,
                 }
             elif set(record.tasks) - {"inference"}:

@@ -35,9 +35,9 @@ GOLDEN = {
     "peft-metamathqa-llama32-3b-l40s": ("peak_memory", 0.06),
     "peft-metamathqa-llama32-3b-l40s ": ("training_throughput", 0.12),
     # TensorRT-LLM 0.17's offline throughput on the H100, FP8
-    "tensorrt-llm-0.17-throughput-h100": ("serving_throughput", 0.35),
+    "tensorrt-llm-0.17-throughput-h100": ("serving_throughput", 0.20),
     # vLLM's FP8 KV-cache post: time per output token at concurrency 8
-    "vllm-0.19-fp8-kvcache-llama31-8b-h100": ("serving_latency", 0.30),
+    "vllm-0.19-fp8-kvcache-llama31-8b-h100": ("serving_latency", 0.32),
 }
 
 
