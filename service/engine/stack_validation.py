@@ -344,9 +344,11 @@ def _serving_case(
     base = stack.serving
     rates, latencies = [], []
     for g, a, _ in GRID:
-        scaled = replace(stack, serving=replace(
-            base, decode_bandwidth_share=min(1.0, base.decode_bandwidth_share * g),
-            prefill_efficiency=min(0.95, base.prefill_efficiency * SERVING_COMPUTE[a])))  # fmt: skip
+        share = min(1.0, base.decode_bandwidth_share * g)
+        gemms = min(0.95, base.prefill_efficiency * SERVING_COMPUTE[a])
+        scaled = replace(
+            stack, serving=replace(base, decode_bandwidth_share=share, prefill_efficiency=gemms)
+        )
         c = max(1, round(load)) if load else None
         x = layout_inference(profile, shape, gpu, mode, step_model, net, t, scaled, usable,
                              weights, kv, c)  # fmt: skip
