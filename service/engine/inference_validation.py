@@ -9,10 +9,11 @@ efficiency, plus a share of its eager bytes (what the engine's fusion leaves) at
 bandwidth, plus its other arithmetic at the vector rate; a generated sequence (GPT-J) adds
 its output tokens' decode passes; and a fixed time per batch that no GPU shortens (an
 LSTM's or a generator's step-by-step loop of launches, the engine's host work). The three
-constants of each workload are fitted on the
-other GPUs' rows (:func:`held_out_gpu`): what carries to a new GPU is the workload's use
-of its peaks, not the rows. They are factors, not bounded shares: what a sample costs as
-the submissions ran it is not always what the profile counts (BERT drops the padding of
+constants of each workload are fitted on the other GPUs' rows (:func:`held_out_gpu`:
+scikit-learn's ``LeaveOneGroupOut`` over the GPUs, workload by workload, with the fit
+wrapped as an estimator, :class:`OfflineFit`): what carries to a new GPU is the workload's
+use of its peaks, not the rows. They are factors, not bounded shares: what a sample costs
+as the submissions ran it is not always what the profile counts (BERT drops the padding of
 SQuAD's shorter questions, 3D U-Net slides a 128-voxel window over each whole scan), and
 the fit carries that too.
 """
@@ -20,14 +21,16 @@ the fit carries that too.
 from __future__ import annotations
 
 import math
-import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from knowledge import Knowledge
 from knowledge.records import Benchmark, Gpu
 from service.engine.roofline import math_mode, resource_times, usable_precisions
+from service.engine.selection import CaseEstimator, error_summary, indices, leave_one_group_out
 from service.engine.step_profile import StepProfile
 
 ProfileSource = Callable[[Any, dict[str, Any]], dict[str, Any]]  # (name or description, request)
@@ -157,49 +160,68 @@ def fit(data: Sequence[OfflineCase]) -> Efficiency:
     return Efficiency(*(float(v) for v in result.x))
 
 
+class OfflineFit(CaseEstimator):
+    """scikit-learn's view of one workload's fit: ``X`` holds indices into ``cases`` (one
+    workload's rows), ``y`` their measured samples a second per GPU; ``fit`` fits the three
+    constants on the rows given (:func:`fit`) where they span ``min_gpus`` GPUs or more,
+    ``predict`` gives each row's samples a second per GPU under them (NaN where nothing was
+    fitted)."""
+
+    def __init__(self, cases: Sequence[OfflineCase], min_gpus: int = 2) -> None:
+        self.cases = cases
+        self.min_gpus = min_gpus
+
+    def fit(self, X: np.ndarray, y: np.ndarray | None = None) -> OfflineFit:
+        train = [self.cases[i] for i in indices(X)]
+        enough = len({c.gpu.id for c in train}) >= self.min_gpus
+        self.efficiency_ = fit(train) if enough else None
+        return self
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        e = self.efficiency_
+        return np.array(
+            [predict(self.cases[i], e) if e is not None else math.nan for i in indices(X)],
+            dtype=float,
+        )
+
+
 def held_out_gpu(data: Sequence[OfflineCase]) -> dict[str, Any]:
     """Each GPU's rows predicted with the efficiencies fitted, workload by workload, on the
-    other GPUs' rows."""
+    other GPUs' rows (a workload that fewer than two other GPUs ran is not predicted on
+    it); per workload and per GPU."""
+    predicted = np.full(len(data), math.nan)
+    for workload in sorted({c.row.workload for c in data}):
+        index = [i for i, c in enumerate(data) if c.row.workload == workload]
+        mine = [data[i] for i in index]
+        predicted[index] = leave_one_group_out(
+            OfflineFit(mine), [c.measured_per_gpu for c in mine], [c.gpu.id for c in mine]
+        )
     rows: list[dict[str, Any]] = []
-    for gid in sorted({c.gpu.id for c in data}):
-        for workload in sorted({c.row.workload for c in data if c.gpu.id == gid}):
-            train = [c for c in data if c.row.workload == workload and c.gpu.id != gid]
-            if len({c.gpu.id for c in train}) < 2:
-                continue
-            e = fit(train)
-            for case in (c for c in data if c.gpu.id == gid and c.row.workload == workload):
-                predicted = predict(case, e)
-                rows.append(
-                    {
-                        "workload": workload,
-                        "accuracy": case.row.details.get("accuracy"),
-                        "gpu_id": gid,
-                        "count": case.row.gpu_count,
-                        "precision": case.precision,
-                        "submitter": case.row.details.get("submitter"),
-                        "measured_per_gpu": case.measured_per_gpu,
-                        "predicted_per_gpu": predicted,
-                        "error": predicted / case.measured_per_gpu - 1,
-                    }
-                )
-    return {"rows": rows, **summary(rows), "by_workload": grouped(rows, "workload"),
-            "by_gpu": grouped(rows, "gpu_id")}  # fmt: skip
+    for i in sorted(range(len(data)), key=lambda i: (data[i].gpu.id, data[i].row.workload)):
+        case, value = data[i], float(predicted[i])
+        if math.isnan(value):
+            continue
+        rows.append(
+            {
+                "workload": case.row.workload,
+                "accuracy": case.row.details.get("accuracy"),
+                "gpu_id": case.gpu.id,
+                "count": case.row.gpu_count,
+                "precision": case.precision,
+                "submitter": case.row.details.get("submitter"),
+                "measured_per_gpu": case.measured_per_gpu,
+                "predicted_per_gpu": value,
+                "error": value / case.measured_per_gpu - 1,
+            }
+        )
+    return {"rows": rows, **summary(rows)}
 
 
-def summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    errors = [abs(r["error"]) for r in rows]
-    if not errors:
-        return {"rows_predicted": 0, "median_ape": None, "mean_ape": None}
-    return {"rows_predicted": len(errors), "median_ape": statistics.median(errors),
-            "mean_ape": statistics.fmean(errors)}  # fmt: skip
-
-
-def grouped(rows: Sequence[Mapping[str, Any]], key: str) -> list[dict[str, Any]]:
-    groups: dict[str, list[Mapping[str, Any]]] = {}
-    for r in rows:
-        groups.setdefault(str(r[key]), []).append(r)
-    return [
-        {"name": k, "rows": len(v), "median_ape": s["median_ape"], "mean_ape": s["mean_ape"]}
-        for k, v in sorted(groups.items())
-        for s in [summary(v)]
-    ]
+def summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The rows' absolute errors: count, median, mean, per workload and per GPU
+    (:func:`service.engine.selection.error_summary`)."""
+    return error_summary(
+        [abs(r["error"]) for r in rows],
+        {"by_workload": [r["workload"] for r in rows], "by_gpu": [r["gpu_id"] for r in rows]},
+        count="rows_predicted",
+    )

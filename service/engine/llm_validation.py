@@ -7,7 +7,8 @@ planner finds for the row's GPUs (servers of ``count / nodes`` GPUs), its global
 micro-batch of one, in FP8 where the GPU has it (the submissions ran NVIDIA's Transformer
 Engine in FP8) and bf16 elsewhere, on the ``optimized`` stack. The stack's two constants are
 fitted on the rows (:func:`fit_optimized`); :func:`held_out_gpu` refits without each GPU in
-turn and predicts that GPU's rows.
+turn and predicts that GPU's rows (scikit-learn's ``LeaveOneGroupOut`` over the GPUs, the fit
+wrapped as an estimator, :class:`OptimizedFit`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from knowledge import Knowledge
@@ -46,6 +48,7 @@ from service.engine.parallel import (
     work,
 )
 from service.engine.roofline import MathMode, math_mode, usable_precisions
+from service.engine.selection import CaseEstimator, error_summary, group_folds, indices, objects
 from service.engine.step_model import StepModel
 from service.engine.step_profile import StepProfile
 
@@ -209,21 +212,42 @@ def fit_optimized(data: Sequence[LlmCase], predictor: Predictor,
     return replace(start, efficiency_8bit=min(EFFICIENCIES, key=loss))
 
 
+class OptimizedFit(CaseEstimator):
+    """scikit-learn's view of the optimized stack's fit: ``X`` holds indices into ``cases``,
+    ``y`` their measured tokens a second; ``fit`` fits the stack on the rows given
+    (:func:`fit_optimized`), ``predict`` gives the tokens a second of each row's fastest
+    layout under it (NaN where no layout fits), ``predict_rows`` each row as the report
+    shows it."""
+
+    def __init__(self, cases: Sequence[LlmCase], predictor: Predictor) -> None:
+        self.cases = cases
+        self.predictor = predictor
+
+    def fit(self, X: np.ndarray, y: np.ndarray | None = None) -> OptimizedFit:
+        self.stack_ = fit_optimized([self.cases[i] for i in indices(X)], self.predictor)
+        return self
+
+    def predict_rows(self, X: np.ndarray) -> np.ndarray:
+        found = [self.cases[i] for i in indices(X)]
+        return objects([_row(c, self.predictor.best(c, self.stack_), self.stack_) for c in found])
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        predicted = [r["predicted_tokens_per_s"] for r in self.predict_rows(X)]
+        return np.array([math.nan if p is None else p for p in predicted], dtype=float)
+
+
 def held_out_gpu(data: Sequence[LlmCase], predictor: Predictor) -> dict[str, Any]:
     """Each GPU's rows predicted by the stack fitted on the other GPUs' rows (a precision
-    with no row left keeps the shipped constant)."""
-    rows = []
-    for gid in sorted({c.gpu.id for c in data}):
-        train = [c for c in data if c.gpu.id != gid]
-        stack = fit_optimized(train, predictor)
-        for case in (c for c in data if c.gpu.id == gid):
-            rows.append(_row(case, predictor.best(case, stack), stack))
-    errors = [abs(r["error"]) for r in rows if r["error"] is not None]
-    return {
-        "rows": rows,
-        "median_ape": statistics.median(errors) if errors else None,
-        "mean_ape": statistics.fmean(errors) if errors else None,
-    }
+    with no row left keeps the shipped constant), GPU by GPU (``LeaveOneGroupOut``'s
+    splits: :func:`service.engine.selection.group_folds`, as each row shows its layout)."""
+    folds = group_folds(
+        OptimizedFit(data, predictor),
+        [c.measured_tokens_per_s for c in data],
+        [c.gpu.id for c in data],
+    )
+    rows = [row for fold in folds for row in fold.rows()]
+    errors = error_summary([abs(r["error"]) for r in rows if r["error"] is not None])
+    return {"rows": rows, "median_ape": errors["median_ape"], "mean_ape": errors["mean_ape"]}
 
 
 def _row(case: LlmCase, best: LayoutStep | None, stack: OptimizedStack) -> dict[str, Any]:

@@ -9,21 +9,24 @@ its GEMM time (the dense 16-bit tensor peak x an efficiency x the share of SMs i
 tiles keep busy, see :func:`~service.engine.parallel.busy_share`) and its bytes at a
 share of the DRAM bandwidth. The constants (one set for the GEMMs, one for each memory-
 bound kernel) are fitted on measured GPUs (:func:`fit`); :func:`held_out_gpu` predicts
-each GPU from the others.
+each GPU from the others (scikit-learn's ``LeaveOneGroupOut`` over the GPUs, the fit
+wrapped as an estimator, :class:`OperatorFit`).
 """
 
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from knowledge import Knowledge
 from knowledge.records import Benchmark, Gpu
 from service.engine.parallel import busy_share, layer_gemms
 from service.engine.roofline import math_mode
+from service.engine.selection import CaseEstimator, error_summary, indices, leave_one_group_out
 
 # vidur's GEMM operators -> the layer's GEMMs (service.engine.parallel.layer_gemms)
 VIDUR_GEMMS = {
@@ -126,14 +129,14 @@ def rows(knowledge: Knowledge) -> list[Benchmark]:
     return [b for b in knowledge.benchmarks if b.kind == "operator-timing" and b.gpu_id]
 
 
+def _predicted_ms(model: OpModel, b: Benchmark, knowledge: Knowledge) -> float:
+    gpu = knowledge.gpus[b.gpu_id]  # type: ignore[index]
+    d = b.details
+    return model.predict_ms(gpu, d["op"], int(d["num_tokens"]), int(d["tensor_parallel"]))
+
+
 def _log_errors(model: OpModel, data: Sequence[Benchmark], knowledge: Knowledge) -> list[float]:
-    out = []
-    for b in data:
-        gpu = knowledge.gpus[b.gpu_id]  # type: ignore[index]
-        d = b.details
-        predicted = model.predict_ms(gpu, d["op"], int(d["num_tokens"]), int(d["tensor_parallel"]))
-        out.append(math.log(predicted / b.value))
-    return out
+    return [math.log(_predicted_ms(model, b, knowledge) / b.value) for b in data]
 
 
 def fit(data: Sequence[Benchmark], knowledge: Knowledge) -> OpModel:
@@ -161,37 +164,48 @@ def fit(data: Sequence[Benchmark], knowledge: Knowledge) -> OpModel:
     return OpModel(kinds)
 
 
-def _summary(errors: Sequence[float]) -> dict[str, float | int | None]:
-    if not errors:
-        return {"rows": 0, "median_ape": None, "mean_ape": None}
-    ape = [abs(math.exp(e) - 1) for e in errors]
-    return {
-        "rows": len(ape),
-        "median_ape": statistics.median(ape),
-        "mean_ape": statistics.fmean(ape),
-    }
+def _summary(errors: Sequence[float]) -> dict[str, Any]:
+    """Log errors' count, median and mean absolute percentage error
+    (:func:`service.engine.selection.error_summary`)."""
+    return error_summary([abs(math.exp(e) - 1) for e in errors])
+
+
+class OperatorFit(CaseEstimator):
+    """scikit-learn's view of the operator fit: ``X`` holds indices into ``cases`` (operator
+    timings), ``y`` their measured milliseconds; ``fit`` fits each kind's constants on the
+    rows given (:func:`fit`), ``predict`` gives each row's milliseconds under them."""
+
+    def __init__(self, cases: Sequence[Benchmark], knowledge: Knowledge) -> None:
+        self.cases = cases
+        self.knowledge = knowledge
+
+    def fit(self, X: np.ndarray, y: np.ndarray | None = None) -> OperatorFit:
+        self.model_ = fit([self.cases[i] for i in indices(X)], self.knowledge)
+        return self
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return np.array(
+            [_predicted_ms(self.model_, self.cases[i], self.knowledge) for i in indices(X)],
+            dtype=float,
+        )
 
 
 def held_out_gpu(knowledge: Knowledge) -> dict[str, Any]:
     """Each GPU's operators predicted by the constants fitted on the other GPUs, and the
     fit on all of them; per GPU and per operator."""
     data = rows(knowledge)
-    gpus = sorted({b.gpu_id for b in data if b.gpu_id})
-    by_gpu: dict[str, Any] = {}
+    gpus = [str(b.gpu_id) for b in data]
+    predicted = leave_one_group_out(OperatorFit(data, knowledge), [b.value for b in data], gpus)
+    errors = [math.log(float(p) / b.value) for p, b in zip(predicted, data, strict=True)]
+    by_gpu: dict[str, list[float]] = {}
     by_op: dict[str, list[float]] = {}
-    errors: list[float] = []
-    for gid in gpus:
-        model = fit([b for b in data if b.gpu_id != gid], knowledge)
-        mine = [b for b in data if b.gpu_id == gid]
-        found = _log_errors(model, mine, knowledge)
-        errors.extend(found)
-        by_gpu[gid] = _summary(found)
-        for b, e in zip(mine, found, strict=True):
-            by_op.setdefault(b.details["op"], []).append(e)
+    for b, gid, e in zip(data, gpus, errors, strict=True):
+        by_gpu.setdefault(gid, []).append(e)
+        by_op.setdefault(b.details["op"], []).append(e)
     whole = fit(data, knowledge)
     return {
         "held_out": _summary(errors),
-        "by_gpu": by_gpu,
+        "by_gpu": {gid: _summary(v) for gid, v in sorted(by_gpu.items())},
         "by_op": {op: _summary(v) for op, v in sorted(by_op.items())},
         "fitted_on_all": _summary(_log_errors(whole, data, knowledge)),
         "constants": {k: vars_of(v) for k, v in whole.kinds.items()},

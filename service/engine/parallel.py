@@ -171,7 +171,10 @@ def work(
         return Work(forward, backward, parts.optimizer_s, parts.launch_s, parts.host_s)
     constants = optimized or stack.compute
     bandwidth = step_model.bandwidth(gpu)
-    efficiency = min(0.95, constants.efficiency(profile.precision) * stack.architecture_factor(gpu))
+    # the architecture's factor goes with the stack's fitted constants, not with constants
+    # a fit is trying
+    factor = stack.architecture_factor(gpu) if optimized is None else 1.0
+    efficiency = min(0.95, constants.efficiency(profile.precision) * factor)
     # FP8 recipes (Transformer Engine) keep attention in 16 bits
     attention_flops = mode.tensor_flops
     if profile.precision in EIGHT_BIT and gpu.bf16_tflops:

@@ -8,10 +8,11 @@ samples, :meth:`StepProfile.between`), in 16 bits: its matmul-like work at the d
 16-bit peak over an efficiency, a share of its eager bytes at the bandwidth, its other
 arithmetic at the vector rate, and a fixed time per step (synchronisation, the gradient
 reduction no batch hides, the host). The three constants of each workload are fitted on
-the other GPUs' rows (:func:`held_out_gpu`); what a workload counts as a sample and how
-many it takes to converge cancel out, and what is tested is how its step moves with the
-GPU and with the batch each GPU gets. The LLM rows (GPT-3, Llama 2 LoRA) are predicted
-layout by layout in :mod:`service.engine.llm_validation`.
+the other GPUs' rows (:func:`held_out_gpu`: scikit-learn's ``LeaveOneGroupOut`` over the
+GPUs, workload by workload, the fit wrapped as an estimator, :class:`TrainingFit`); what a
+workload counts as a sample and how many it takes to converge cancel out, and what is
+tested is how its step moves with the GPU and with the batch each GPU gets. The LLM rows
+(GPT-3, Llama 2 LoRA) are predicted layout by layout in :mod:`service.engine.llm_validation`.
 """
 
 from __future__ import annotations
@@ -21,10 +22,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from knowledge import Knowledge
 from knowledge.records import Benchmark, Gpu
-from service.engine.inference_validation import ProfileSource, grouped, summary
+from service.engine.inference_validation import ProfileSource, summary
 from service.engine.roofline import math_mode, resource_times
+from service.engine.selection import CaseEstimator, indices, leave_one_group_out
 from service.engine.step_profile import StepProfile
 
 # workload -> (catalog model, workload request but the batch)
@@ -131,33 +135,69 @@ def fit(data: Sequence[TrainingCase]) -> tuple[Constants, dict[str, float]]:
     return Constants(float(x[0]), float(x[1]), float(x[2])), scales
 
 
+MIN_GPUS = 3  # other GPUs a workload's constants are fitted on
+
+
+class TrainingFit(CaseEstimator):
+    """scikit-learn's view of one workload's fit: ``X`` holds indices into ``cases`` (one
+    workload's rows), ``y`` their measured units a second per GPU; ``fit`` fits the
+    constants and each round's scale on the rows given (:func:`fit`) where they span
+    ``min_gpus`` GPUs or more, ``predict`` gives each row's units a second per GPU (NaN
+    where nothing was fitted, or the row's round was not among the rows fitted on)."""
+
+    def __init__(self, cases: Sequence[TrainingCase], min_gpus: int = MIN_GPUS) -> None:
+        self.cases = cases
+        self.min_gpus = min_gpus
+
+    def fit(self, X: np.ndarray, y: np.ndarray | None = None) -> TrainingFit:
+        train = [self.cases[i] for i in indices(X)]
+        enough = len({c.gpu.id for c in train}) >= self.min_gpus
+        self.constants_ = fit(train) if enough else None
+        return self
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        out = []
+        for i in indices(X):
+            case = self.cases[i]
+            if self.constants_ is None or case.row.suite not in self.constants_[1]:
+                out.append(math.nan)
+                continue
+            constants, scales = self.constants_
+            out.append(times(case).rate(constants) * scales[case.row.suite])
+        return np.array(out, dtype=float)
+
+
 def held_out_gpu(data: Sequence[TrainingCase]) -> dict[str, Any]:
     """Each GPU's rows predicted with the constants fitted, workload by workload, on the
     other GPUs' rows (a workload measured on fewer than three other GPUs is left out, and a
     row whose round no other GPU ran: that round's unit is not known)."""
+    predicted = np.full(len(data), math.nan)
+    for workload in sorted({c.row.workload for c in data}):
+        index = [i for i, c in enumerate(data) if c.row.workload == workload]
+        mine = [data[i] for i in index]
+        predicted[index] = leave_one_group_out(
+            TrainingFit(mine), [c.measured_per_gpu for c in mine], [c.gpu.id for c in mine]
+        )
+    gpus: dict[str, set[str]] = {}
+    for c in data:
+        gpus.setdefault(c.row.workload, set()).add(c.gpu.id)
     rows: list[dict[str, Any]] = []
     unknown = 0
-    for gid in sorted({c.gpu.id for c in data}):
-        for workload in sorted({c.row.workload for c in data if c.gpu.id == gid}):
-            train = [c for c in data if c.row.workload == workload and c.gpu.id != gid]
-            if len({c.gpu.id for c in train}) < 3:
-                continue
-            constants, scales = fit(train)
-            for case in (c for c in data if c.gpu.id == gid and c.row.workload == workload):
-                if case.row.suite not in scales:
-                    unknown += 1  # no other GPU in its round: its unit is not known
-                    continue
-                predicted = times(case).rate(constants) * scales[case.row.suite]
-                rows.append(
-                    {
-                        "workload": workload,
-                        "gpu_id": gid,
-                        "count": case.row.gpu_count,
-                        "batch_per_gpu": case.step.batch_size,
-                        "submitter": case.row.details.get("submitter"),
-                        "suite": case.row.suite,
-                        "error": predicted / case.measured_per_gpu - 1,
-                    }
-                )
-    return {"rows": rows, **summary(rows), "by_workload": grouped(rows, "workload"),
-            "by_gpu": grouped(rows, "gpu_id"), "left_out_unit_unknown": unknown}  # fmt: skip
+    for i in sorted(range(len(data)), key=lambda i: (data[i].gpu.id, data[i].row.workload)):
+        case, value = data[i], float(predicted[i])
+        if math.isnan(value):
+            # fitted on enough other GPUs, yet not predicted: its round's unit is not known
+            unknown += len(gpus[case.row.workload] - {case.gpu.id}) >= MIN_GPUS
+            continue
+        rows.append(
+            {
+                "workload": case.row.workload,
+                "gpu_id": case.gpu.id,
+                "count": case.row.gpu_count,
+                "batch_per_gpu": case.step.batch_size,
+                "submitter": case.row.details.get("submitter"),
+                "suite": case.row.suite,
+                "error": value / case.measured_per_gpu - 1,
+            }
+        )
+    return {"rows": rows, **summary(rows), "left_out_unit_unknown": unknown}

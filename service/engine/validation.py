@@ -1,12 +1,17 @@
 """How right the estimates are where nobody measured: held-out benchmarks, four ways.
 
 Every prediction here is :func:`service.engine.estimate.estimate_many`, the function the
-API serves, called in batches with a model fitted without the rows it predicts:
+API serves, called in batches with a model fitted without the rows it predicts. The splits
+are scikit-learn's (:mod:`service.engine.selection`), the performance model's refit wrapped
+as an estimator (:class:`StepModelFit`):
 
 - leave one GPU out: the GPU's siblings stay in training (the easy case);
+  ``LeaveOneGroupOut`` over the GPUs;
 - forward in time: fit only on GPUs released before year Y, predict every GPU released in
-  Y or later (what a buyer of the newest GPU asks; Y = 2020 and 2022);
+  Y or later (what a buyer of the newest GPU asks; Y = 2020 and 2022); ``PredefinedSplit``
+  with the newer GPUs' rows as its one test fold;
 - leave one architecture out: a whole generation predicted from its specs;
+  ``LeaveOneGroupOut`` over the architectures;
 - multi-GPU rows end to end, their GPU held out;
 - speed-up over the previous generation's flagship, predicted against measured.
 
@@ -31,8 +36,16 @@ from knowledge.submitted import submitted_count
 from profiles.catalog import Catalog
 from service.engine import scaling
 from service.engine.estimate import Estimate, EstimateRequest, estimate_many
-from service.engine.model import PerformanceModel, without
+from service.engine.model import PerformanceModel
 from service.engine.observations import Observation, observation_step
+from service.engine.selection import (
+    CaseEstimator,
+    after_cut,
+    error_summary,
+    group_folds,
+    indices,
+    objects,
+)
 
 FORWARD_YEARS = (2020, 2022)
 # each architecture's previous generation, by release (Ada and Hopper both follow Ampere)
@@ -151,33 +164,55 @@ def _prediction(obs: Observation, est: Estimate) -> Prediction:
     )
 
 
+class StepModelFit(CaseEstimator):
+    """scikit-learn's view of the performance model: ``X`` holds indices into
+    ``model.single``, ``y`` their measured throughputs; ``fit`` refits the step model on
+    the rows given (:meth:`PerformanceModel.refit`), ``predict`` gives each row's
+    throughput as :func:`predict` estimates it, ``predict_rows`` its :class:`Prediction`."""
+
+    def __init__(self, model: PerformanceModel, knowledge: Knowledge) -> None:
+        self.model = model
+        self.knowledge = knowledge
+
+    def fit(self, X: np.ndarray, y: np.ndarray | None = None) -> StepModelFit:
+        chosen = {id(self.model.single[i]) for i in indices(X)}
+        self.model_ = self.model.refit(lambda o: id(o) in chosen)
+        return self
+
+    def predict_rows(self, X: np.ndarray) -> np.ndarray:
+        found = [self.model.single[i] for i in indices(X)]
+        return objects(predict(self.model_, self.knowledge, found))
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return np.array([p.predicted for p in self.predict_rows(X)], dtype=float)
+
+
 def held_out(
     model: PerformanceModel,
     knowledge: Knowledge,
     group: Callable[[Observation], str],
 ) -> tuple[list[Prediction], dict[str, PerformanceModel]]:
-    """Each single-GPU row predicted by a model fitted without its group; those models."""
-    labels = [group(o) for o in model.single]
-    out: list[Prediction | None] = [None] * len(labels)
-    folds: dict[str, PerformanceModel] = {}
-    for label in sorted(set(labels)):
-        fold = model.refit(without(group, label))
-        folds[label] = fold
-        index = [i for i, g in enumerate(labels) if g == label]
-        found = predict(fold, knowledge, [model.single[i] for i in index])
-        for i, p in zip(index, found, strict=True):
-            out[i] = p
-    return [p for p in out if p is not None], folds
+    """Each single-GPU row predicted by a model fitted without its group; those models, by
+    group. ``LeaveOneGroupOut``'s splits (:func:`service.engine.selection.group_folds`), not
+    ``cross_val_predict``: the report needs each prediction's interval and bound, and
+    :func:`multi_gpu` and :func:`speedups` the folds' models, which it does not give."""
+    folds = group_folds(
+        StepModelFit(model, knowledge),
+        [o.throughput for o in model.single],
+        [group(o) for o in model.single],
+    )
+    found = np.empty(len(model.single), dtype=object)
+    for fold in folds:
+        found[fold.test] = fold.rows()
+    return list(found), {str(fold.group): fold.fitted.model_ for fold in folds}
 
 
 def forward(model: PerformanceModel, knowledge: Knowledge, year: int) -> list[Prediction]:
-    """Fit on GPUs released before ``year``; predict every GPU released in it or later."""
-
-    def newer(o: Observation) -> bool:
-        return knowledge.gpus[o.gpu_id].release_year >= year
-
-    fold = model.refit(lambda o: not newer(o))
-    return predict(fold, knowledge, [o for o in model.single if newer(o)])
+    """Fit on GPUs released before ``year``; predict every GPU released in it or later
+    (``PredefinedSplit``: :func:`service.engine.selection.after_cut`), in the rows' order."""
+    newer = [knowledge.gpus[o.gpu_id].release_year >= year for o in model.single]
+    fold = after_cut(StepModelFit(model, knowledge), [o.throughput for o in model.single], newer)
+    return list(fold.rows()) if fold is not None else []
 
 
 def multi_gpu(
@@ -250,16 +285,18 @@ def speedups(
                 "ape": round(abs(predicted / real - 1), 4),
             }
         )
-    apes = [float(r["ape"]) for r in rows]
-    by_workload: dict[str, list[float]] = defaultdict(list)
-    for r in rows:
-        by_workload[f"{r['workload']} {r['precision']}"].append(float(r["ape"]))
+    errors = error_summary(
+        [float(r["ape"]) for r in rows],
+        {"by_workload": [f"{r['workload']} {r['precision']}" for r in rows]},
+        digits=DIGITS,
+        worst_first=True,
+    )
     return {
-        "rows": len(rows),
-        "median_ape": _round(np.median(apes)) if apes else None,
-        "mean_ape": _round(np.mean(apes)) if apes else None,
+        "rows": errors["rows"],
+        "median_ape": errors["median_ape"],
+        "mean_ape": errors["mean_ape"],
         "flagships": flagships,
-        "by_workload": _table(by_workload),
+        "by_workload": errors["by_workload"],
         "table": rows,
     }
 
@@ -281,51 +318,41 @@ def _median(values: Sequence[float]) -> float:
     return float(np.median(values))
 
 
+DIGITS = 4  # the report's medians and means of errors are rounded to this many digits
+
+
 def _round(value: Any) -> float:
-    return round(float(value), 4)
+    return round(float(value), DIGITS)
 
 
 def summary(predictions: Sequence[Prediction], worst: int = 0) -> dict[str, Any]:
-    apes = np.array([p.ape for p in predictions])
-    by_gpu: dict[str, list[float]] = defaultdict(list)
-    by_workload: dict[str, list[float]] = defaultdict(list)
-    for p in predictions:
-        by_gpu[p.observation.gpu_id].append(p.ape)
-        by_workload[f"{p.observation.workload} {p.observation.precision}"].append(p.ape)
-    out: dict[str, Any] = {
-        "rows": len(predictions),
-        "median_ape": _round(np.median(apes)) if len(apes) else None,
-        "mean_ape": _round(np.mean(apes)) if len(apes) else None,
-        "by_gpu": _table(by_gpu),
-        "by_workload": _table(by_workload),
-    }
-    if worst:
-        out["worst"] = [p.to_dict() for p in sorted(predictions, key=lambda p: -p.ape)[:worst]]
-    return out
-
-
-def _table(groups: dict[str, list[float]]) -> list[dict[str, Any]]:
-    rows = [
+    """APE of ``predictions``: count, median and mean, per GPU and per workload and
+    precision (the worst median first); with ``worst``, that many rows, the worst first
+    (:func:`service.engine.selection.error_summary`)."""
+    found = [p.observation for p in predictions]
+    return error_summary(
+        [p.ape for p in predictions],
         {
-            "name": k,
-            "rows": len(v),
-            "median_ape": _round(np.median(v)),
-            "mean_ape": _round(np.mean(v)),
-        }
-        for k, v in groups.items()
-    ]
-    return sorted(rows, key=lambda r: (-r["median_ape"], r["name"]))
+            "by_gpu": [o.gpu_id for o in found],
+            "by_workload": [f"{o.workload} {o.precision}" for o in found],
+        },
+        worst=worst,
+        describe=lambda i: predictions[i].to_dict(),
+        digits=DIGITS,
+        worst_first=True,
+    )
 
 
 def multi_gpu_summary(predictions: Sequence[Prediction]) -> dict[str, Any]:
     """APE over all multi-GPU rows, by GPU count and by NVLink where the data says."""
-    by: dict[str, list[Prediction]] = defaultdict(list)
+    groups: list[tuple[str, ...]] = []
     for p in predictions:
-        by[f"count={p.observation.count}"].append(p)
-        if p.observation.nvlink is not None:
-            by[f"nvlink={str(p.observation.nvlink).lower()}"].append(p)
-    base = summary(predictions, worst=10)
-    return {**base, "groups": _table({k: [p.ape for p in v] for k, v in by.items()})}
+        o = p.observation
+        nvlink = () if o.nvlink is None else (f"nvlink={str(o.nvlink).lower()}",)
+        groups.append((f"count={o.count}", *nvlink))
+    by = error_summary([p.ape for p in predictions], {"groups": groups}, digits=DIGITS,
+                       worst_first=True)  # fmt: skip
+    return {**summary(predictions, worst=10), "groups": by["groups"]}
 
 
 def rank_agreement(predictions: Sequence[Prediction]) -> dict[str, Any]:
