@@ -454,6 +454,7 @@ def memory_per_gpu(
     shape: ModelShape | None,
     trains: bool,
     selective_activations: float | None = None,
+    reshard_after_forward: bool = True,
 ) -> LayoutMemory:
     """One GPU's memory under ``layout``, from ``memory``: the profile's, counted for one
     micro-batch of the whole model on one GPU (``selective_activations``: what a stack
@@ -476,6 +477,8 @@ def memory_per_gpu(
             per_parameter = memory.parameters_bytes / shape.parameters
             layer = shape.largest_layer_parameters() * per_parameter / layout.tensor_parallel
             gathered = min(GATHERED_LAYERS * layer, memory.parameters_bytes / mp)
+        if not reshard_after_forward:  # every layer's gathered parameters kept for backward
+            gathered = memory.parameters_bytes / mp - params
     cpu = 0.0
     if layout.offload in ("optimizer", "parameters"):
         cpu += states + master

@@ -146,9 +146,13 @@ def stacked(profile: StepProfile, shape: ModelShape | None, stack: Stack | str) 
     if stack.get("selective_recompute") == "operators" and shape is not None:
         per_value = ACTIVATION_BYTES.get(profile.precision, 2)
         selective = shape.operator_policy_sbh() * tokens * shape.hidden * per_value / 2
-    if memory == profile.memory and selective is None:
+    reshard = bool(stack.get("reshard_after_forward"))
+    if memory == profile.memory and selective is None and reshard:
         return profile
-    return replace(profile, memory=memory, selective_activations_bytes=selective)
+    return replace(
+        profile, memory=memory, selective_activations_bytes=selective,
+        reshard_after_forward=reshard,
+    )  # fmt: skip
 
 
 def work(
@@ -476,7 +480,8 @@ def _data_parallel_terms(
     half = (ranks - 1) / ranks
     work_s = x.forward_s + x.backward_s
     if lay.zero_stage == 3:  # gather for forward and backward, scatter the grads
-        volume = m * half * (2 * weights + grads)
+        gathers = 2 if x.profile.reshard_after_forward else 1  # kept: gathered once
+        volume = m * half * (gathers * weights + grads)
         window = m * (work_s + x.recompute_s) * params.overlap
     elif lay.zero_stage == 2:  # scatter each micro-batch, gather the update once
         volume = half * (m * grads + weights)
@@ -709,7 +714,8 @@ def plan_layout(
     :func:`_parts`)."""
     if held is None:
         held = memory_per_gpu(profile.memory, layout, shape, profile.trains,
-                              profile.selective_activations_bytes)  # fmt: skip
+                              profile.selective_activations_bytes,
+                              profile.reshard_after_forward)  # fmt: skip
     if flops is None:
         flops = model_flops(profile)
     step = layout_step(layout, profile, shape, done, net, mode.tensor_flops, flops, memo=memo)
@@ -776,7 +782,8 @@ def sized_at(
             base, micro_batch_size=max(1, round(micro)), gradient_accumulation=accumulation
         )
         held = memory_per_gpu(profile.memory, layout, shape, profile.trains,
-                              profile.selective_activations_bytes)  # fmt: skip
+                              profile.selective_activations_bytes,
+                              profile.reshard_after_forward)  # fmt: skip
         # the step reads the checkpointing only for recomputation ("full"): a layout that
         # differs from an earlier one only in keeping the attention scores or not, with the
         # same memory (flash attention keeps none), has the same step too: left out

@@ -66,6 +66,7 @@ def _setting(service: EstimateService, body: Mapping[str, Any]) -> Setting:
     stack = stacks.for_work(
         service.knowledge, body.get("stack"), body.get("stack_options"), profile, shape
     )
+    stacks.check_formats(stack, profile.precision, body.get("weight_precision"))
     mode = math_mode(gpu, profile.precision)
     links = body.get("interconnect") or {}
     net = network(

@@ -1059,8 +1059,7 @@ def recommend(service: EstimateService, request: RecommendationRequest) -> dict[
         gpus, warnings = _catalog(service, s, book, excluded)
         limit = s.constraints.max_gpus or DEFAULT_MAX_GPUS
         shape = ModelShape.from_profile(raw)
-        s = replace(s, stack=stacks.for_work(
-            service.knowledge, request.stack, request.stack_options, profile, shape))  # fmt: skip
+        s = replace(s, stack=_stack(service, request, profile, shape))
         planner = _kept_runs if profile.trains else _serving_runs
         runs = planner(service, s, profile, shape, gpus, min(limit, 1024), excluded)
     base = _request_symbols(s)
@@ -1103,6 +1102,17 @@ def recommend(service: EstimateService, request: RecommendationRequest) -> dict[
         "knowledge_version": service.knowledge.version,
         "rules_version": book.digest,
     }
+
+
+def _stack(
+    service: EstimateService, request: RecommendationRequest, profile: StepProfile,
+    shape: ModelShape | None,
+) -> Stack:  # fmt: skip
+    """The request's stack (named, else the default for the work), checked against the
+    precisions the work asks of it."""
+    found = stacks.for_work(service.knowledge, request.stack, request.stack_options, profile, shape)
+    stacks.check_formats(found, profile.precision, request.weight_precision)
+    return found
 
 
 def _admitted(

@@ -50,7 +50,10 @@ def faster_stack(
 
     def step_s(stack: stacks.Stack) -> float | None:
         held = stacked(profile, shape, stack)
-        memory = memory_per_gpu(held.memory, layout, shape, True, held.selective_activations_bytes)
+        memory = memory_per_gpu(
+            held.memory, layout, shape, True, held.selective_activations_bytes,
+            held.reshard_after_forward,
+        )  # fmt: skip
         if memory.total_bytes > usable_bytes:
             return None
         done = work(held, gpu, mode, stack, step_model)

@@ -285,7 +285,8 @@ def _training_cases(
                         predicted, detail))  # fmt: skip
     if row.get("memory_gib") and not row.get("oom"):
         held = memory_per_gpu(profile.memory, layout, shape, True,
-                              profile.selective_activations_bytes)  # fmt: skip
+                              profile.selective_activations_bytes,
+                              profile.reshard_after_forward)  # fmt: skip
         kind = str(row.get("memory_kind") or "unknown")
         fits = held.total_bytes <= gpu.memory_gb * 2**30
         out.append(Case(table["id"], publ, stack.id, "peak_memory", label,

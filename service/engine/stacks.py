@@ -372,6 +372,24 @@ def for_work(
     return resolve(knowledge, name, options, task, profile.method, decoder, field, fitted)
 
 
+def check_formats(stack: Stack, precision: str, weight_precision: str | None) -> None:
+    """Refuse a precision the stack does not run (its ``weight_precisions``), naming the
+    field and the ones it does; the step-model stack and the 4-bit QLoRA base are let by."""
+    formats = ", ".join(stack.get("weight_precisions"))
+    if weight_precision is not None and not stack.runs(weight_precision):
+        raise InvalidRequest(
+            "weight_precision",
+            f"{stack.id} serves {formats}; another stack: GET /v1/stacks",
+            weight_precision,
+        )
+    if precision in ("fp8", "int8", "int4") and not stack.step_model and not stack.runs(precision):
+        raise InvalidRequest(
+            "workload.precision",
+            f"{stack.id} runs {formats}; another stack: GET /v1/stacks",
+            precision,
+        )
+
+
 def as_stack(stack: Stack | str) -> Stack:
     """``stack`` itself, or the shipped stack a name stands for (tests and the validation
     of published tables name stacks; requests resolve theirs with :func:`resolve`)."""

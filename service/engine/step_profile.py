@@ -42,6 +42,9 @@ class StepProfile:
     # what selective checkpointing keeps where the stack recomputes operators (None: the
     # attention scores only, which flash attention does not keep)
     selective_activations_bytes: float | None = None
+    # FSDP frees each layer's gathered parameters after its forward (False: kept for the
+    # backward, FSDP2's reshard_after_forward=False, gathered once)
+    reshard_after_forward: bool = True
 
     @property
     def trains(self) -> bool:
