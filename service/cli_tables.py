@@ -201,24 +201,40 @@ def tco(a: dict[str, Any]) -> None:
     )
 
 
+def _stack_summary(st: dict[str, Any]) -> str:
+    p = st["properties"]
+    parts = [f"{p['kernels']} kernels", f"{p['attention']} attention"]
+    if "inference" in st["tasks"] and st["tasks"] == ["inference"]:
+        parts.append(
+            "continuous batching, paged KV" if p["continuous_batching"] else "static batch"
+        )
+        parts.append("CUDA graphs" if p["cuda_graphs"] else "a launch a kernel")
+    else:
+        parts += [
+            f"{p['loss']} loss",
+            "fp32 master weights" if p["master_weights"] == "fp32" else "pure 16-bit",
+            f"{p['optimizer_states']} optimizer states",
+            f"{p['sharding']} sharding",
+        ]
+    parts.append("weights " + " ".join(p["weight_precisions"]))
+    return "; ".join(parts)
+
+
 def stacks(a: dict[str, Any]) -> None:
     table = Table(
         title=f"Software stacks ({len(a['stacks'])}): name one with --stack, override a "
         "property with --stack-option NAME=VALUE",
         title_justify="left",
     )
-    for name in ("id", "tasks", "kernels", "loss", "weights", "states", "batching", "default for"):
-        table.add_column(name, justify="left")
+    table.add_column("id", no_wrap=True)
+    table.add_column("for", overflow="fold")
+    table.add_column("what it does", overflow="fold")
+    table.add_column("default for", overflow="fold")
     for st in a["stacks"]:
-        p = st["properties"]
         table.add_row(
             st["id"],
             ", ".join(st["tasks"]),
-            f"{p['kernels']}, {p['attention']} attention",
-            p["loss"],
-            "fp32 master" if p["master_weights"] == "fp32" else "pure 16-bit",
-            p["optimizer_states"] + (", paged" if p["paged_optimizer"] else ""),
-            "continuous, paged KV" if p["continuous_batching"] else "static",
+            _stack_summary(st),
             ", ".join(st["default_for"]) or "-",
         )
     out.print(table)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from flask import has_app_context
 from flask.views import MethodView
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
@@ -72,6 +73,8 @@ class InterconnectChoiceSchema(Schema):
 
 
 def _known_stack(value: str) -> None:
+    if not has_app_context():  # the schema used outside the app (the engine checks it too)
+        return
     knowledge = state().knowledge
     if knowledge.stack_index.resolve(value) is None:
         known = ", ".join(knowledge.stacks)

@@ -174,7 +174,7 @@ def test_attention_runs_faster_only_on_gpus_with_asynchronous_tensor_cores(
     for gid, faster in (("h100-sxm-80gb", True), ("a100-sxm4-80gb", False)):
         gpu = gpus[gid]
         mode = math_mode(gpu, "bf16")
-        native = work(step, gpu, mode, "optimized", model.step_model)
+        native = work(step, gpu, mode, "optimized", model.step_model, optimized=fused)
         fa2 = work(step, gpu, mode, "optimized", model.step_model, optimized=flash2)
         if not faster:
             assert native == fa2
