@@ -388,6 +388,8 @@ def cases(
             try:
                 if table.get("held") is False:
                     raise ValueError("not scored: the table's conditions are not stated")
+                if printed.get("held") is False:
+                    raise ValueError("not scored: the row's figure is not possible as stated")
                 if knowledge.stack_index.resolve(str(table["stack"])) is None:
                     raise ValueError(f"stack {table['stack']} is not one rightsize models")
                 if str(table.get("gpu")) not in knowledge.gpus:
