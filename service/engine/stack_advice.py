@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from knowledge import Knowledge
 from knowledge.records import Gpu
 from service.engine import stacks
+from service.engine.errors import InvalidRequest
 from service.engine.layout import Layout, ModelShape, memory_per_gpu
 from service.engine.parallel import Network, layout_step, model_flops, stacked, work
 from service.engine.roofline import math_mode
@@ -70,7 +71,7 @@ def faster_stack(
             continue
         try:
             other = stacks.for_work(knowledge, record.id, None, profile, shape)
-        except Exception:
+        except InvalidRequest:  # a stack that does not run this task
             continue
         if other.step_model or not _can_run(other, profile):
             continue
