@@ -172,3 +172,26 @@ def test_a_precision_the_stack_does_not_run_is_a_422(client: FlaskClient) -> Non
     }
     errors = problem(client.post("/v1/estimates", json=fp8), 422)["errors"]
     assert errors[0]["field"] == "workload.precision"
+
+
+def test_the_advice_names_a_faster_stack_with_its_factor_and_fit(client: FlaskClient) -> None:
+    """Pre-training on Transformers' eager kernels: a stack of fused kernels runs the top
+    choice's layout faster, and the advice says which, by how much, and from what fit."""
+    body = {
+        "model": {"name": "llama-3-8b"},
+        "workload": {"task": "training", "batch_size": 1, "seq_len": 8192, "precision": "bf16",
+                     "dataset_tokens": 1_000_000_000},
+        "constraints": {"deployment": "cloud", "max_gpus": 8},
+        "stack": "hf-transformers",
+    }  # fmt: skip
+    answer = client.post("/v1/recommendations", json=body)
+    assert answer.status_code == 200, answer.get_data(as_text=True)
+    found = answer.get_json()
+    assert found["stack"]["id"] == "hf-transformers"
+    advice = [a for a in found["advice"] if a["rule"] == "switch-stack"]
+    assert advice, found["advice"]
+    message = advice[0]["message"]
+    assert "instead of hf-transformers" in message
+    assert "published rows" in message
+    factor = float(message.split(": ", 1)[1].split("x faster")[0])
+    assert factor > 1.15
