@@ -12,7 +12,9 @@ from knowledge.schemas import ARCHITECTURES, ID
 STACKS_FILE = "stacks.yaml"
 TASKS = ("training", "fine-tuning", "inference")
 # what a stack is the default for: a task, a fine-tuning method, or a kind of model
-DEFAULT_FOR = ("training", "fine-tuning", "inference", "lora", "qlora", "vision", "encoder")
+DEFAULT_FOR = (
+    "training", "fine-tuning", "inference", "lora", "qlora", "vision", "encoder", "fp8",
+)  # fmt: skip
 # property -> its allowed values (a tuple) or its type
 PROPERTIES: dict[str, tuple[Any, ...] | type] = {
     "kernels": ("step-model", "eager", "compiled", "fused"),

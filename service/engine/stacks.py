@@ -235,10 +235,13 @@ def known(knowledge: Knowledge, task: str | None = None) -> list[str]:
     return [s.id for s in knowledge.stacks.values() if task is None or task in s.tasks]
 
 
-def default_id(knowledge: Knowledge, task: str, method: str | None, decoder: bool) -> str:
+def default_id(
+    knowledge: Knowledge, task: str, method: str | None, decoder: bool, precision: str = ""
+) -> str:
     """The most common stack for the work: stock PyTorch for vision and encoders, the
     library most people fine-tune with for LoRA and QLoRA, Transformers for full training
-    of a language model, and the most used serving engine for generation."""
+    of a language model (Transformer Engine's for FP8 training), and the most used serving
+    engine for generation."""
     wanted = ["vision"]
     if decoder:
         if task == "inference":
@@ -247,6 +250,8 @@ def default_id(knowledge: Knowledge, task: str, method: str | None, decoder: boo
             wanted = [method, "fine-tuning", "training"]
         else:
             wanted = [task, "training"]
+        if precision == "fp8" and task != "inference":
+            wanted.insert(0, "fp8")
     for what in wanted:
         for s in knowledge.stacks.values():
             if what in s.default_for and task in s.tasks:
@@ -263,13 +268,14 @@ def resolve(
     decoder: bool = False,
     field: str = "stack",
     fitted: bool = True,
+    precision: str = "",
 ) -> Stack:
     """The stack ``name`` (an id or alias; None: the default for the work) with
     ``options`` overriding its properties; InvalidRequest names the field and the known
     values. Without ``fitted``, its constants before its own fit (the priors a validation
     that leaves its publications out starts from)."""
     if name is None:
-        ident = default_id(knowledge, task or "training", method, decoder)
+        ident = default_id(knowledge, task or "training", method, decoder, precision)
     else:
         found = knowledge.stack_index.resolve(str(name))
         if found is None:
@@ -369,7 +375,9 @@ def for_work(
     task = "fine-tuning" if profile.task == "fine-tuning" else profile.task
     if task not in ("training", "fine-tuning", "inference"):
         task = "training"
-    return resolve(knowledge, name, options, task, profile.method, decoder, field, fitted)
+    return resolve(
+        knowledge, name, options, task, profile.method, decoder, field, fitted, profile.precision
+    )
 
 
 def check_formats(stack: Stack, precision: str, weight_precision: str | None) -> None:

@@ -52,6 +52,10 @@ def test_each_task_has_a_default_and_aliases_resolve(kb):
     assert stacks.default_id(kb, "fine-tuning", "qlora", decoder=True) == "hf-trl-peft"
     assert stacks.default_id(kb, "inference", None, decoder=True) == "vllm"
     assert stacks.default_id(kb, "training", None, decoder=False) == "pytorch"
+    # FP8 training without a stack named: one that trains in FP8
+    fp8 = stacks.default_id(kb, "training", None, decoder=True, precision="fp8")
+    assert kb.stacks[fp8].properties["weight_precisions"].count("fp8") == 1
+    assert fp8 == "megatron-te"
 
 
 def test_an_unknown_stack_or_property_names_the_field_and_the_known_values(kb):
