@@ -697,6 +697,15 @@ class Planned:
         }
 
 
+def layout_memory(profile: StepProfile, layout: Layout, shape: ModelShape | None) -> LayoutMemory:
+    """``profile``'s memory on one GPU of ``layout``, with what its stack made of it (the
+    operator policy's selective checkpointing, FSDP keeping the gathered weights)."""
+    return memory_per_gpu(
+        profile.memory, layout, shape, profile.trains, profile.selective_activations_bytes,
+        profile.reshard_after_forward,
+    )  # fmt: skip
+
+
 def plan_layout(
     layout: Layout,
     profile: StepProfile,
@@ -713,9 +722,7 @@ def plan_layout(
     :func:`model_flops` of ``profile``, where already counted; ``memo``: see
     :func:`_parts`)."""
     if held is None:
-        held = memory_per_gpu(profile.memory, layout, shape, profile.trains,
-                              profile.selective_activations_bytes,
-                              profile.reshard_after_forward)  # fmt: skip
+        held = layout_memory(profile, layout, shape)
     if flops is None:
         flops = model_flops(profile)
     step = layout_step(layout, profile, shape, done, net, mode.tensor_flops, flops, memo=memo)
@@ -781,9 +788,7 @@ def sized_at(
         layout = replace(
             base, micro_batch_size=max(1, round(micro)), gradient_accumulation=accumulation
         )
-        held = memory_per_gpu(profile.memory, layout, shape, profile.trains,
-                              profile.selective_activations_bytes,
-                              profile.reshard_after_forward)  # fmt: skip
+        held = layout_memory(profile, layout, shape)
         # the step reads the checkpointing only for recomputation ("full"): a layout that
         # differs from an earlier one only in keeping the attention scores or not, with the
         # same memory (flash attention keeps none), has the same step too: left out

@@ -9,8 +9,8 @@ from knowledge import Knowledge
 from knowledge.records import Gpu
 from service.engine import stacks
 from service.engine.errors import InvalidRequest
-from service.engine.layout import Layout, ModelShape, memory_per_gpu
-from service.engine.parallel import Network, layout_step, model_flops, stacked, work
+from service.engine.layout import Layout, ModelShape
+from service.engine.parallel import Network, plan_layout, stacked, work
 from service.engine.roofline import math_mode
 from service.engine.step_model import StepModel
 from service.engine.step_profile import StepProfile
@@ -51,16 +51,9 @@ def faster_stack(
 
     def step_s(stack: stacks.Stack) -> float | None:
         held = stacked(profile, shape, stack)
-        memory = memory_per_gpu(
-            held.memory, layout, shape, True, held.selective_activations_bytes,
-            held.reshard_after_forward,
-        )  # fmt: skip
-        if memory.total_bytes > usable_bytes:
-            return None
         done = work(held, gpu, mode, stack, step_model)
-        return layout_step(
-            layout, held, shape, done, net, mode.tensor_flops, model_flops(held)
-        ).step_s
+        found = plan_layout(layout, held, shape, done, net, mode, usable_bytes)
+        return found.step.step_s if found.fits else None
 
     now = step_s(current)
     if now is None:

@@ -51,10 +51,10 @@ from service.engine.layout import (
     ModelShape,
     as_reported,
     check,
-    memory_per_gpu,
 )
 from service.engine.parallel import (
     layout_inference,
+    layout_memory,
     layout_step,
     model_flops,
     network,
@@ -284,9 +284,7 @@ def _training_cases(
         out.append(Case(table["id"], publ, stack.id, "training_throughput", label, measured,
                         predicted, detail))  # fmt: skip
     if row.get("memory_gib") and not row.get("oom"):
-        held = memory_per_gpu(profile.memory, layout, shape, True,
-                              profile.selective_activations_bytes,
-                              profile.reshard_after_forward)  # fmt: skip
+        held = layout_memory(profile, layout, shape)
         kind = str(row.get("memory_kind") or "unknown")
         fits = held.total_bytes <= gpu.memory_gb * 2**30
         out.append(Case(table["id"], publ, stack.id, "peak_memory", label,
