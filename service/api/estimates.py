@@ -16,7 +16,7 @@ from service.api.jobs import JobAcceptedSchema, accepted, no_queue
 from service.api.lookups import gpu_filter
 from service.api.plans import LayoutSchema, layout_options
 from service.api.profiles import MODEL_DESCRIPTION, MemorySchema
-from service.engine.plans import body_stack, layout_estimate, layout_timed, serving_estimate
+from service.engine.plans import body_stack, layout_estimate, serving_estimate
 from service.engine.service import EstimateService
 from service.errors import InvalidInput, NotFound
 from service.state import estimates_for, state
@@ -218,11 +218,13 @@ class Estimates(MethodView):
 def _estimate(service: EstimateService, body: dict[str, Any]) -> dict[str, Any]:
     """One estimate: the plain model, or a parallel layout's when one is asked for."""
     planned = [k for k in LAYOUT_ONLY if body.get(k) is not None]
-    sharded = None
+    stack, sharded = None, None
     if body.get("trace_id"):
         planned += [k for k in ("stack", "stack_options") if body.get(k)]
-    elif (sharded := layout_timed(service, body)) is not None:
-        planned.append("stack")  # a stack the step model does not time: the layout model
+    else:
+        stack, sharded = body_stack(service, body)
+        if sharded is not None:
+            planned.append("stack")  # a stack the step model does not time: the layout model
     if body.get("layout") is not None:
         planned.insert(0, "layout")
     if planned and body.get("trace_id"):
@@ -234,8 +236,8 @@ def _estimate(service: EstimateService, body: dict[str, Any]) -> dict[str, Any]:
         body.setdefault("layout", sharded or {"data_parallel": body.get("count", 1)})
         return layout_estimate(service, body)
     result = service.request(body).to_dict()
-    if not body.get("trace_id"):
-        result["stack"] = body_stack(service, body).to_dict()
+    if stack is not None:
+        result["stack"] = stack.to_dict()
     served = serving_estimate(service, body)
     if served is not None:
         result["inference"] = served

@@ -81,32 +81,27 @@ def _setting(service: EstimateService, body: Mapping[str, Any]) -> Setting:
     return Setting(found, stacked(profile, shape, stack), shape, gpu, mode, stack, net, usable)
 
 
-ZERO_STAGE = {"none": 0, "optimizer": 1, "full": 3}  # a stack's sharding as a ZeRO stage
-
-
-def body_stack(service: EstimateService, body: Mapping[str, Any]) -> stacks.Stack:
-    """The stack a request's work runs on: named, else the default for the work."""
+def body_stack(
+    service: EstimateService, body: Mapping[str, Any]
+) -> tuple[stacks.Stack, dict[str, Any] | None]:
+    """The stack a request's work runs on (named, else the default for the work), and the
+    data-parallel layout over the request's ``count`` that times its training step with the
+    layout model, sharded as the stack shards (None: the step model times it: a stack it
+    was fitted for, or no training)."""
     found = service.body_profile(body)
-    return stacks.for_work(
+    profile = StepProfile.from_profile(found)
+    stack = stacks.for_work(
         service.knowledge,
         body.get("stack"),
         body.get("stack_options"),
-        StepProfile.from_profile(found),
+        profile,
         ModelShape.from_profile(found),
     )
-
-
-def layout_timed(service: EstimateService, body: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The data-parallel layout over the request's ``count`` that times its training step
-    with the layout model, sharded as its stack shards (None: the step model times it: a
-    stack it was fitted for, or no training)."""
-    profile = StepProfile.from_profile(service.body_profile(body))
-    stack = body_stack(service, body)
     if not profile.trains or stack.step_model:
-        return None
-    stage = ZERO_STAGE[stack.get("sharding")]
+        return stack, None
     count = int(body.get("count") or 1)
-    return {"data_parallel": count, **({"zero_stage": stage} if count > 1 and stage else {})}
+    stage = stack.zero_stage if count > 1 else 0
+    return stack, {"data_parallel": count, **({"zero_stage": stage} if stage else {})}
 
 
 def _link(net: Network) -> dict[str, Any]:

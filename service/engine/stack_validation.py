@@ -216,7 +216,7 @@ def _training_layout(row: dict[str, Any], stack: stacks.Stack, micro: int) -> La
     elif row.get("zero_stage") is not None:
         stage = int(row["zero_stage"])
     else:
-        stage = {"none": 0, "optimizer": 1, "full": 3}[stack.get("sharding")] if d > 1 else 0
+        stage = stack.zero_stage if d > 1 else 0
     accumulation = 1
     if row.get("global"):
         accumulation = max(1, math.ceil(int(row["global"]) / (micro * d)))

@@ -162,6 +162,12 @@ class Stack:
     def kernels(self) -> str:
         return str(self.get("kernels"))
 
+    @property
+    def zero_stage(self) -> int:
+        """Its sharding as the ZeRO stage a data-parallel layout takes (DDP 0, ZeRO-1, FSDP
+        full shard 3)."""
+        return {"none": 0, "optimizer": 1, "full": 3}[str(self.get("sharding"))]
+
     def architecture_factor(self, gpu: Gpu) -> float:
         return dict(self.architecture_factors).get(gpu.architecture, 1.0)
 
