@@ -292,7 +292,8 @@ def _described_runs(
     the link inside, the network between), the planner's fastest layout on that topology at
     each count its sites are taken at, up to ``max_gpus``, for ``profile`` (of ``shape``)."""
     model = service._built_model()
-    stack = s.stack or stacks.for_work(service.knowledge, None, None, profile, shape)
+    stack = s.stack
+    assert stack is not None  # every described workload has one (recommend)
     profile = stacked(profile, shape, stack)
     job = profile.dataset_steps * profile.samples_per_step if profile.dataset_steps else None
     batch = s.request.global_batch_size
@@ -496,8 +497,8 @@ def _decoding(
     latency, and how it serves. Each sequence's prefill (the profile's over its batch) runs
     alone; its output tokens are decoded with the others'."""
     step_model = service._built_model().step_model
-    request = s.request
-    stack = s.stack or stacks.for_work(service.knowledge, None, None, profile, shape)
+    request, stack = s.request, s.stack
+    assert stack is not None  # every described workload has one (recommend)
     wanted = request.concurrency or 1
     for t in tensor_degrees(shape, min(net.gpus_per_node, max_gpus)):
         x = layout_inference(profile, shape, gpu, mode, step_model, net, t, stack, usable,
@@ -1209,7 +1210,8 @@ def _fits_one_accumulating(
     one = StepProfile.from_profile(
         service.body_profile({"model": request.model, "workload": single})
     )
-    one = stacked(one, shape, s.stack or "pytorch")
+    assert s.stack is not None  # a described workload's
+    one = stacked(one, shape, s.stack)
     usable = gpu.memory_gb * 2**30 * USABLE_MEMORY_SHARE
     sized = sized_at(1, one, shape, 1)
     return bool(sized) and sized[0][1].total_bytes <= usable
