@@ -307,7 +307,9 @@ def _inference_plan(
         "assumptions": [
             *_assumptions(s),
             "decode reads every weight and each sequence's KV cache once per token: "
-            "max_concurrency is how many sequences' full KV caches fit beside the weights",
+            "max_concurrency is how many sequences' KV caches fit beside the weights: "
+            "whole, or on a stack with a paged cache under continuous batching, what each "
+            "holds on average (its prompt and half its output)",
         ],
     }
 
