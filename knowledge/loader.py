@@ -284,7 +284,8 @@ class _Build:
         except yaml.YAMLError as exc:
             self.fail(ARCHITECTURE_FILE, None, None, str(exc))
             return {}, ""
-        return {**data["factors"], data["reference"]: 1.0}, data["fit"]
+        reference = data["reference"]
+        return {**data["factors"], reference: 1.0, f"fused:{reference}": 1.0}, data["fit"]
 
     def _link_stacks(self, parsed: _Parsed) -> tuple[dict[str, records.Stack], AliasIndex]:
         """Stacks by id and alias; each task, method and kind of model has one default."""

@@ -53,6 +53,9 @@ class Gpu:
     as_of: dt.date
     aliases: tuple[str, ...]
     notes: str | None = None
+    # GPUs one NVLink switch domain joins where it is larger than a server's baseboard (GB200
+    # NVL72: 72); None: a server's GPUs (scaling.GPUS_PER_NODE)
+    nvlink_domain: int | None = None
 
     def peak_tflops(self, precision: str) -> float | None:
         """Dense peak rate at ``precision`` (TOPS for int8); None where unsupported."""

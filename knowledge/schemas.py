@@ -125,9 +125,12 @@ class GpuSchema(Schema):
     as_of = fields.Date(required=True)
     aliases = fields.List(fields.String(validate=validate.Length(min=1)), required=True)
     notes = fields.String(load_default=None)
+    nvlink_domain = fields.Integer(load_default=None, validate=validate.Range(9, 576))
 
     @validates_schema
     def _consistent(self, data: dict[str, Any], **_: Any) -> None:
+        if data.get("nvlink_domain") and data["gpu_link"] is None:
+            raise ValidationError("an NVLink domain needs the GPU's NVLink", "nvlink_domain")
         if (data["nvlink_bandwidth_gb_per_s"] > 0) != (data["gpu_link"] is not None):
             raise ValidationError(
                 "gpu_link must name the link exactly when nvlink_bandwidth_gb_per_s > 0",

@@ -29,6 +29,7 @@ PROPERTIES: dict[str, tuple[Any, ...] | type] = {
     "fused_activations": bool,
     "reshard_after_forward": bool,
     "selective_recompute": ("attention", "operators"),
+    "context_parallel": ("none", "allgather", "ring"),
     "sharding": ("none", "optimizer", "full"),
     "continuous_batching": bool,
     "paged_kv": bool,
@@ -122,8 +123,12 @@ class ArchitectureEfficiencySchema(Schema):
     reference = fields.String(required=True, validate=validate.OneOf(ARCHITECTURES))
     fit = fields.String(required=True, validate=validate.Length(min=10))
     as_of = fields.Date(required=True)
+    # "<architecture>": PyTorch's own kernels (eager or compiled); "fused:<architecture>":
+    # stacks of fused kernels (Megatron, llm.c), which reach another share on each
     factors = fields.Dict(
-        keys=fields.String(validate=validate.OneOf(ARCHITECTURES)),
+        keys=fields.String(
+            validate=validate.OneOf([*ARCHITECTURES, *(f"fused:{a}" for a in ARCHITECTURES)])
+        ),
         values=fields.Float(validate=validate.Range(0.5, 2.0)),
         required=True,
     )

@@ -119,7 +119,14 @@ def layout_options() -> dict[str, fields.Field]:
     """The request fields plans and layout estimates share."""
     return {
         **stack_fields(),
-        "gpus_per_node": fields.Integer(load_default=8, validate=validate.Range(1, 16)),
+        "gpus_per_node": fields.Integer(
+            load_default=None,
+            validate=validate.Range(1, 72),
+            metadata={
+                "description": "GPUs one NVLink or PCIe domain joins (default: the GPU's "
+                "NVLink domain, 72 for GB200 NVL72, else 8, one server)"
+            },
+        ),
         "submitted_benchmarks": fields.Boolean(
             load_default=True,
             metadata={

@@ -30,7 +30,7 @@ from profiles.catalog import Catalog
 from profiles.description import resolve
 from profiles.profile import profile
 from profiles.workload import WorkloadSchema
-from service.engine import inference_validation, operators, training_validation
+from service.engine import inference_validation, operators, stacks, training_validation
 from service.engine.estimate import USABLE_MEMORY_SHARE
 from service.engine.layout import Layout, ModelShape
 from service.engine.parallel import (
@@ -327,6 +327,8 @@ def published_cases(knowledge: Knowledge, source: DescribedSource) -> list[Publi
     out = []
     for table in published_tables():
         gpu = knowledge.gpu(table["gpu"])
+        # the optimized stack, with what the source says its own stack did differently
+        stack = stacks.resolve(knowledge, "optimized", table.get("stack_options"))
         for row in table["rows"]:
             seq = int(row.get("seq") or table["seq"])
             micro = int(row["micro"])
@@ -359,7 +361,7 @@ def published_cases(knowledge: Knowledge, source: DescribedSource) -> list[Publi
                     row=row,
                     gpu=gpu,
                     precision=table["precision"],
-                    profile=stacked(StepProfile.from_profile(found), shape, "optimized"),
+                    profile=stacked(StepProfile.from_profile(found), shape, stack),
                     shape=shape,
                     layout=layout,
                     gpus_per_node=int(table["gpus_per_node"]),

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from knowledge.records import Gpu
-from service.engine import stacks
+from service.engine import scaling, stacks
 from service.engine.errors import InvalidRequest
 from service.engine.estimate import USABLE_MEMORY_SHARE
 from service.engine.layout import (
@@ -72,7 +72,7 @@ def _setting(service: EstimateService, body: Mapping[str, Any]) -> Setting:
     net = network(
         service.knowledge,
         gpu,
-        int(body.get("gpus_per_node") or 8),
+        int(body.get("gpus_per_node") or scaling.domain(gpu)),
         links.get("intra_node"),
         links.get("inter_node"),
         body.get("nvlink"),

@@ -105,16 +105,24 @@ def server_network(knowledge: Knowledge, gpu: Gpu) -> Interconnect:
     return knowledge.interconnects[DEFAULT_NETWORK]
 
 
+def domain(gpu: Gpu) -> int:
+    """The GPUs one NVLink switch domain joins: the GPU's own where it is larger than a
+    server (GB200 NVL72: 72), else a server's :data:`GPUS_PER_NODE`."""
+    return gpu.nvlink_domain or GPUS_PER_NODE
+
+
 def link_for(knowledge: Knowledge, gpu: Gpu, count: int, nvlink: bool | None = None) -> Link:
     """The link a ring all-reduce over ``count`` GPUs of this type is limited by.
 
-    SXM parts use their NVLink (NVSwitch on 8-GPU baseboards); bridged cards use the
-    bridge only for a pair (``nvlink`` True, ``count`` <= 2); others go over PCIe of
-    their generation, through host memory where the card has no P2P; above
-    :data:`GPUS_PER_NODE` the network between servers joins in (the slower one binds).
+    SXM parts use their NVLink (NVSwitch on 8-GPU baseboards), as do superchips in an
+    NVLink domain (GB200 NVL72); bridged cards use the bridge only for a pair (``nvlink``
+    True, ``count`` <= 2); others go over PCIe of their generation, through host memory
+    where the card has no P2P; above the NVLink domain (:func:`domain`) the network between
+    servers joins in (the slower one binds).
     """
-    if count > GPUS_PER_NODE:
-        inside = link_for(knowledge, gpu, GPUS_PER_NODE, nvlink)
+    node = domain(gpu)
+    if count > node:
+        inside = link_for(knowledge, gpu, node, nvlink)
         net = server_network(knowledge, gpu)
         slow = min(inside.bandwidth_gb_per_s, net.bandwidth_gb_per_s_per_direction)
         return Link(
@@ -123,13 +131,14 @@ def link_for(knowledge: Knowledge, gpu: Gpu, count: int, nvlink: bool | None = N
             bandwidth_gb_per_s=slow,
             latency_us=max(inside.latency_us, net.latency_us),
             p2p=inside.p2p,
-            why=f"{count} GPUs span {math.ceil(count / GPUS_PER_NODE)} servers: "
+            why=f"{count} GPUs span {math.ceil(count / node)} servers: "
             f"{inside.why}; between servers {net.name} (assumed: one port per GPU, as "
             f"{gpu.architecture} reference servers have)",
         )
     per_gpu = gpu.nvlink_bandwidth_gb_per_s / 2  # the record quotes both directions
     link_id = gpu.gpu_link
-    if link_id and gpu.form_factor in ("sxm", "oam") and link_id in knowledge.interconnects:
+    switched = gpu.form_factor in ("sxm", "oam") or gpu.nvlink_domain is not None
+    if link_id and switched and link_id in knowledge.interconnects:
         switch = "nvswitch-" + link_id.replace("-", "")
         if count > 4 and link_id not in CUBE_MESH_LINKS and switch in knowledge.interconnects:
             link_id = switch

@@ -17,9 +17,12 @@ becomes a :class:`Case` of one kind:
 Each stack's few constants are chosen on a grid to minimise the median absolute log error
 over its rows: for training, a scale on its GEMM efficiency, attention's rate over the
 GEMMs' and the training loop's host time per step; for serving, a scale on its decode
-bandwidth share and one on its prefill's and decode GEMMs' efficiency. With them, a factor
-per GPU architecture on the GEMM efficiency (Hopper 1), fitted on every stack's training
-rows in turn with the stacks' scales. :func:`report` predicts every row from a fit that
+bandwidth share and one on its prefill's and decode GEMMs' efficiency. A training scale is
+fitted on the stack's Hopper rows where it has enough; then a factor per GPU architecture on
+the GEMM efficiency (Hopper 1) on the rows of the stacks so fitted; then the scales of the
+stacks with too few Hopper rows, on all their rows with those factors. (Fitting scales and
+factors in turn on every row wandered: a stack's scale fell and Blackwell's factor rose to
+make up, and a publication left out moved both.) :func:`report` predicts every row from a fit that
 left its publication out: scikit-learn's ``LeaveOneGroupOut`` over the publications,
 through ``cross_val_predict`` with the fit wrapped as an estimator (:class:`StackFit`). A
 stack whose only publication is left out is predicted with the fit of every stack with
@@ -42,7 +45,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.model_selection import LeaveOneGroupOut, cross_val_predict
 
 from knowledge import Knowledge
-from service.engine import stacks
+from service.engine import scaling, stacks
 from service.engine.errors import InvalidRequest
 from service.engine.estimate import USABLE_MEMORY_SHARE
 from service.engine.layout import (
@@ -267,7 +270,8 @@ def _training_cases(
                             fitted=False)  # fmt: skip
     profile = stacked(profile, shape, stack)
     layout = _training_layout(row, stack, int(request["batch_size"]))
-    per_node = int(table.get("gpus_per_node") or 8)
+    # a DGX GB200 is an NVL72 rack: its NVLink domain, where the table prints no node size
+    per_node = int(table.get("gpus_per_node") or scaling.domain(gpu))
     check(layout, shape, per_node, profile.seq_len)
     net = network(knowledge, gpu, min(per_node, layout.gpus))
     publ = publication(table)
@@ -410,7 +414,6 @@ def _log_errors(case: Case) -> np.ndarray:
 # rows, the candidates below
 REFERENCE_ARCHITECTURE = "hopper"
 FACTORS = tuple(round(0.7 + 0.05 * i, 2) for i in range(17))  # 0.70 .. 1.50
-ROUNDS = 3  # the stacks' scales and the architectures' factors fitted in turn
 
 
 def _shifted(case: Case, factor: float) -> np.ndarray:
@@ -433,7 +436,7 @@ def best_scale(data: Sequence[Case], factors: Mapping[str, float] | None = None)
         return UNFITTED
     factors = factors or {}
     rows = [
-        np.abs(np.log(_shifted(c, factors.get(_architecture(c), 1.0)) / c.measured)) for c in fitted
+        np.abs(np.log(_shifted(c, factors.get(_factor_key(c), 1.0)) / c.measured)) for c in fitted
     ]
     return int(np.argmin(np.median(np.vstack(rows), axis=0)))
 
@@ -442,12 +445,24 @@ def _architecture(case: Case) -> str:
     return str(case.detail.get("architecture"))
 
 
+def _factor_key(case: Case) -> str:
+    """The factor a training case's GEMM efficiency takes: its architecture's, for its kind
+    of kernels (fused stacks apart from PyTorch's own)."""
+    return stacks.factor_key(str(case.detail.get("kernels")), _architecture(case))
+
+
+def _factored(case: Case) -> bool:
+    """Whether an architecture's factor applies to ``case`` (training throughput)."""
+    return case.kind == "training_throughput"
+
+
 def family(kind: str) -> str:
     """What a kind's rows fit: a stack's training constants or its serving ones."""
     return "serving" if kind.startswith("serving") else kind
 
 
 MIN_ROWS = 3  # rows a group needs for a fit of its own
+MIN_PUBLICATIONS = 2  # publications an architecture's factor needs
 
 
 def _keys(case: Case) -> tuple[tuple[str, ...], ...]:
@@ -480,18 +495,32 @@ class StackFit(BaseEstimator, RegressorMixin):
         by_architecture: dict[str, list[Case]] = defaultdict(list)
         for case in given:
             if case.kind == "training_throughput":
-                by_architecture[_architecture(case)].append(case)
+                by_architecture[_factor_key(case)].append(case)
+        # each stack's scale on its rows on the reference architecture, where it has enough:
+        # what the other architectures' factors are measured against
         self.factors_: dict[str, float] = {}
-        for _ in range(ROUNDS):
-            self.scales_ = {
-                key: best_scale(rows, self.factors_)
-                for key, rows in groups.items()
-                if len(rows) >= MIN_ROWS
-            }
-            for arch, rows in by_architecture.items():
-                if arch == REFERENCE_ARCHITECTURE or len(rows) < MIN_ROWS:
-                    continue
-                self.factors_[arch] = min(FACTORS, key=lambda f: self._loss(rows, f))
+        self.scales_ = {}
+        for key, rows in groups.items():
+            own = [
+                c for c in rows if not _factored(c) or _architecture(c) == REFERENCE_ARCHITECTURE
+            ]
+            if len(own) >= MIN_ROWS:
+                self.scales_[key] = best_scale(own)
+        anchored = set(self.scales_)
+        # each other architecture's factor, for fused kernels and for PyTorch's own apart, on
+        # the rows whose stack, or failing that its kind of kernels, is so anchored, from
+        # two publications at least (one publication's runs are its own conditions)
+        for arch, found in by_architecture.items():
+            rows = [c for c in found if any(k in anchored for k in _keys(c))]
+            sources = len({c.publication for c in rows})
+            if (arch.split(":")[-1] != REFERENCE_ARCHITECTURE and len(rows) >= MIN_ROWS
+                    and sources >= MIN_PUBLICATIONS):  # fmt: skip
+                self.factors_[arch] = min(FACTORS, key=lambda f, rows=rows: self._loss(rows, f))
+        # a stack without enough rows on the reference architecture: its scale on all its
+        # rows, each with its architecture's factor
+        for key, rows in groups.items():
+            if key not in anchored and len(rows) >= MIN_ROWS:
+                self.scales_[key] = best_scale(rows, self.factors_)
         return self
 
     def _at(self, case: Case) -> int:
@@ -506,7 +535,7 @@ class StackFit(BaseEstimator, RegressorMixin):
         out = []
         for i in X[:, 0]:
             case = self.cases[int(i)]
-            factor = self.factors_.get(_architecture(case), 1.0)
+            factor = self.factors_.get(_factor_key(case), 1.0)
             out.append(math.log(_shifted(case, factor)[self._at(case)]))
         return np.array(out)
 

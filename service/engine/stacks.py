@@ -95,6 +95,12 @@ class Compute:
         return self.attention_share
 
 
+def factor_key(kernels: str | None, architecture: str) -> str:
+    """The key of an architecture's factor for a kind of kernels
+    (knowledge/data/architecture_efficiency.yaml)."""
+    return f"fused:{architecture}" if kernels == "fused" else architecture
+
+
 def native_attention(gpu: Gpu) -> bool:
     """Whether ``gpu`` has the asynchronous tensor-core instructions (Hopper's wgmma and TMA,
     data-centre Blackwell's tcgen05) that FlashAttention-3 and cuDNN's fused attention are
@@ -110,12 +116,12 @@ EIGHT_BIT = frozenset({"fp8", "int8", "int4"})
 # and Llama 2 70B LoRA rows, attention's share on a grid between them;
 # tests/engine/test_llm_validation.py checks the fit and the golden tables.
 OPTIMIZED = Compute(
-    efficiency_16bit=0.62,
-    efficiency_8bit=0.54,
+    efficiency_16bit=0.61,
+    efficiency_8bit=0.51,
     memory_share=0.2,
     source="16-bit: llm-foundry MPT on H100 (2024-01-06); FP8: MLPerf Training v3.0-v4.1 "
     "GPT-3 175B and Llama 2 70B LoRA (2023-06-27 to 2024-11-13)",
-    attention_share=0.3,
+    attention_share=0.35,
     host_s=0.2,
     # FlashAttention-3 over FlashAttention-2 on the H100, bf16, head dimension 128 (Shah et
     # al. 2024, figs. 5-6 and section 4.1: 1.5-2.0x forward, 1.5-1.75x backward): a training
@@ -169,7 +175,9 @@ class Stack:
         return {"none": 0, "optimizer": 1, "full": 3}[str(self.get("sharding"))]
 
     def architecture_factor(self, gpu: Gpu) -> float:
-        return dict(self.architecture_factors).get(gpu.architecture, 1.0)
+        """The factor on the stack's GEMM efficiency on ``gpu``'s architecture (fitted
+        apart for stacks of fused kernels and for PyTorch's own)."""
+        return dict(self.architecture_factors).get(factor_key(self.kernels, gpu.architecture), 1.0)
 
     def runs(self, precision: str) -> bool:
         return precision in self.get("weight_precisions")

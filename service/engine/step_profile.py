@@ -45,6 +45,9 @@ class StepProfile:
     # FSDP frees each layer's gathered parameters after its forward (False: kept for the
     # backward, FSDP2's reshard_after_forward=False, gathered once)
     reshard_after_forward: bool = True
+    # context parallelism's key and value transfers hidden behind the attention (a ring
+    # of point-to-point sends: Megatron-Core's), else waited on (an all-gather first)
+    context_parallel_overlap: bool = False
 
     @property
     def trains(self) -> bool:

@@ -23,6 +23,7 @@ TENSOR_CLOCK_NOT_BOOST = {
     "h100-pcie-80gb": (1620, "Hopper whitepaper Table 3: tensor boost 1,620 vs 1,755 MHz"),
     "h100-sxm-80gb": (1830, "Hopper whitepaper Table 3: tensor boost 1,830 vs 1,980 MHz"),
     "h100-sxm-96gb": (1830, "as H100 SXM5"),
+    "h100-sxm-96gb-hbm2e": (1687, "as H100 SXM5, every rate 0.922 of it (assumed, 500 W)"),
     "h200-sxm-141gb": (1830, "as H100 SXM5"),
     "gh200-96gb": (1830, "as H100 SXM5"),
     "gh200-144gb": (1830, "as H100 SXM5"),
