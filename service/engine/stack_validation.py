@@ -32,6 +32,7 @@ rows.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -515,7 +516,7 @@ class StackFit(BaseEstimator, RegressorMixin):
             sources = len({c.publication for c in rows})
             if (arch.split(":")[-1] != REFERENCE_ARCHITECTURE and len(rows) >= MIN_ROWS
                     and sources >= MIN_PUBLICATIONS):  # fmt: skip
-                self.factors_[arch] = min(FACTORS, key=lambda f, rows=rows: self._loss(rows, f))
+                self.factors_[arch] = min(FACTORS, key=functools.partial(self._loss, rows))
         # a stack without enough rows on the reference architecture: its scale on all its
         # rows, each with its architecture's factor
         for key, rows in groups.items():
