@@ -935,10 +935,11 @@ def ordered(kept: Sequence[Candidate], s: Setting) -> list[Candidate]:
 # footprint, only the slower GPU (two cards where four of a faster kind finish in a
 # quarter of the time for the same money)
 CLEARLY_FASTER_PER_GPU = 1.5
-# ... or that costs no more and finishes the job in a third of the time, a day or more
-# sooner: a single GPU's simpler setup is not worth days of waiting to pay more (8 H100s in
-# one machine pre-training Llama 3 8B in two days against one MI300X in twelve); an hour
-# or two sooner is (a three-hour fine-tune stays on one GPU)
+# ... or that finishes the job in a third of the time, a day or more sooner, at a cost in
+# the band (within BAND of the best, where costs count as equal): a single GPU's simpler
+# setup is not worth days of waiting (8 H100s in one machine pre-training Llama 3 8B in two
+# days for 3% more than one MI300X in thirteen); an hour or two sooner is (a three-hour
+# fine-tune stays on one GPU)
 CLEARLY_SOONER = 3.0
 DAY_SAVED_H = 24.0
 
@@ -953,16 +954,17 @@ def _front(band: Sequence[Candidate], score: Any) -> list[Candidate]:
     for c in band:
         if not any(
             o.instances <= c.instances
-            and score(o)[0] <= score(c)[0]
             and (
-                per_gpu(o) >= CLEARLY_FASTER_PER_GPU * per_gpu(c)
+                (score(o)[0] <= score(c)[0]
+                 and per_gpu(o) >= CLEARLY_FASTER_PER_GPU * per_gpu(c))
+                # within the band the costs count as equal: days sooner win
                 or (
                     o.hours_per_unit * CLEARLY_SOONER <= c.hours_per_unit
                     and (c.job_hours or 0.0) - (o.job_hours or 0.0) >= DAY_SAVED_H
                 )
             )
             for o in band
-        ):
+        ):  # fmt: skip
             out.append(c)
     return out
 
