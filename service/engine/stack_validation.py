@@ -495,7 +495,7 @@ class StackFit(BaseEstimator, RegressorMixin):
                 groups[key].append(case)
         by_architecture: dict[str, list[Case]] = defaultdict(list)
         for case in given:
-            if case.kind == "training_throughput":
+            if _factored(case) and _architecture(case) != REFERENCE_ARCHITECTURE:
                 by_architecture[_factor_key(case)].append(case)
         # each stack's scale on its rows on the reference architecture, where it has enough:
         # what the other architectures' factors are measured against
@@ -514,8 +514,7 @@ class StackFit(BaseEstimator, RegressorMixin):
         for arch, found in by_architecture.items():
             rows = [c for c in found if any(k in anchored for k in _keys(c))]
             sources = len({c.publication for c in rows})
-            if (arch.split(":")[-1] != REFERENCE_ARCHITECTURE and len(rows) >= MIN_ROWS
-                    and sources >= MIN_PUBLICATIONS):  # fmt: skip
+            if len(rows) >= MIN_ROWS and sources >= MIN_PUBLICATIONS:
                 self.factors_[arch] = min(FACTORS, key=functools.partial(self._loss, rows))
         # a stack without enough rows on the reference architecture: its scale on all its
         # rows, each with its architecture's factor
