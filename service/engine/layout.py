@@ -138,8 +138,7 @@ class ModelShape:
         width = (self.ffn or 4 * h) / h
         attention = 2 + 2 * queries + 4 * kv + 2 * queries
         mlp = 2 + 2 * width * (2 if self.gated else 1) + 2 * width
-        rest = (4.0 if self.final_norm else 0.0) + (4 * self.vocab / h if self.lm_head else 0.0)
-        return self.layers * (4 + attention + mlp) + rest
+        return self.layers * (4 + attention + mlp) + self.head_sbh()
 
     def operator_policy_sbh(self) -> float:
         """Bytes per token and hidden unit (s b h) torchtitan's operator policy for selective
@@ -153,8 +152,14 @@ class ModelShape:
         queries, kv = self.heads * head / h, self.kv_heads * head / h
         width = (self.ffn or 4 * h) / h
         layer = 2 + 2 * queries + 2 * queries + 2 * kv + 2 * width + 2
-        rest = (4.0 if self.final_norm else 0.0) + (4 * self.vocab / h if self.lm_head else 0.0)
-        return self.layers * layer + rest
+        return self.layers * layer + self.head_sbh()
+
+    def head_sbh(self, loss_bytes: float = 4.0) -> float:
+        """Bytes per token and hidden unit (s b h) kept for backward beyond the layers, in
+        16 bits: the final norm's input and output, and what the loss keeps over the
+        vocabulary (``loss_bytes`` a logit: eager PyTorch's fp32 log-probabilities, 4)."""
+        norm = 4.0 if self.final_norm else 0.0
+        return norm + (loss_bytes * self.vocab / self.hidden if self.lm_head else 0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -434,6 +439,16 @@ def in_flight(layout: Layout, layers: int | None = None) -> float:
     return held
 
 
+def head_bytes(shape: ModelShape | None, tokens: float, precision: str, loss_bytes: float) -> float:
+    """What one micro-batch of ``tokens`` keeps for backward beyond the layers: the final
+    norm's values and what the loss keeps, ``loss_bytes`` a logit (0 for a model without a
+    language-model head)."""
+    if shape is None or not shape.lm_head or tokens <= 0:
+        return 0.0
+    norm = shape.head_sbh(0.0) * shape.hidden * ACTIVATION_BYTES.get(precision, 2) / 2
+    return tokens * (norm + loss_bytes * shape.vocab)
+
+
 def fused_memory(memory: Memory, shape: ModelShape | None, tokens: float, precision: str) -> Memory:
     """``memory`` (a profile's: eager PyTorch's saved tensors) as a fused stack holds it:
     the activations :meth:`ModelShape.fused_activation_sbh` counts for the ``tokens`` of one
@@ -448,6 +463,43 @@ def fused_memory(memory: Memory, shape: ModelShape | None, tokens: float, precis
     return replace(memory, activations_bytes=activations, freed_before_peak_bytes=freed)
 
 
+def _activations_per_gpu(
+    memory: Memory, layout: Layout, shape: ModelShape | None, trains: bool,
+    selective: float | None, head_activations: float,
+) -> float:  # fmt: skip
+    """What one GPU of ``layout`` keeps of one micro-batch's activations at its peak (see
+    :func:`memory_per_gpu`)."""
+    layers = shape.layers if shape is not None else None
+    if not trains:
+        return memory.activations_bytes / layout.context_parallel
+    kept = memory.activations_bytes
+    if layout.activation_checkpointing == "selective" and selective:
+        kept = min(kept, selective)
+    head = min(head_activations, kept)
+    activations = (kept - head) * activation_share(layout, layers)
+    if head:
+        # the loss runs on the last pipeline stage, on one micro-batch, over the vocabulary
+        # tensor parallelism splits (a vocabulary-parallel loss) and the tokens context
+        # parallelism splits; the first stage holds the most micro-batches of its layers
+        beyond = head / (layout.tensor_parallel * layout.context_parallel)
+        if layout.pipeline_parallel > 1:
+            alone = activation_share(replace(layout, pipeline_parallel=1), layers)
+            last = (kept - head) * alone / layout.pipeline_parallel + beyond
+            activations = max(activations, last)
+        else:
+            activations += beyond
+    if layout.activation_checkpointing == "full" and shape is not None:
+        # one layer recomputed at a time, at the tensor-parallel split
+        activations += (
+            (memory.activations_bytes - head)
+            / shape.layers
+            * activation_share(
+                replace(layout, activation_checkpointing="none", pipeline_parallel=1)
+            )
+        )
+    return activations
+
+
 def memory_per_gpu(
     memory: Memory,
     layout: Layout,
@@ -455,10 +507,13 @@ def memory_per_gpu(
     trains: bool,
     selective_activations: float | None = None,
     reshard_after_forward: bool = True,
+    head_activations: float = 0.0,
 ) -> LayoutMemory:
     """One GPU's memory under ``layout``, from ``memory``: the profile's, counted for one
     micro-batch of the whole model on one GPU (``selective_activations``: what a stack
-    whose selective checkpointing recomputes operators keeps, whole model)."""
+    whose selective checkpointing recomputes operators keeps, whole model;
+    ``head_activations``: what of the activations lies beyond the layers, the final norm's
+    and the loss's, which checkpointing the layers does not recompute)."""
     mp, group = layout.model_parallel, layout.shard_group
     stage = layout.zero_stage if trains else 0
     params = memory.parameters_bytes / mp
@@ -486,21 +541,9 @@ def memory_per_gpu(
     if layout.offload == "parameters":
         cpu += params
         params = 0.0
-    layers = shape.layers if shape is not None else None
-    share = activation_share(layout, layers) if trains else 1.0 / layout.context_parallel
-    kept = memory.activations_bytes
-    if trains and layout.activation_checkpointing == "selective" and selective_activations:
-        kept = min(kept, selective_activations)
-    activations = kept * share
-    if trains and layout.activation_checkpointing == "full" and shape is not None:
-        # one layer recomputed at a time, at the tensor-parallel split
-        activations += (
-            memory.activations_bytes
-            / shape.layers
-            * activation_share(
-                replace(layout, activation_checkpointing="none", pipeline_parallel=1)
-            )
-        )
+    activations = _activations_per_gpu(
+        memory, layout, shape, trains, selective_activations, head_activations
+    )
     kv_split = 1
     if shape is not None:
         kv_split = min(layout.tensor_parallel, shape.kv_heads)

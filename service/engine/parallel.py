@@ -50,6 +50,7 @@ from service.engine.layout import (
     LayoutMemory,
     ModelShape,
     fused_memory,
+    head_bytes,
     layouts_for,
     memory_per_gpu,
 )
@@ -131,28 +132,35 @@ def stacked(profile: StepProfile, shape: ModelShape | None, stack: Stack | str) 
     eager PyTorch's saved tensors (what the profile counts); then the stack's loss, weight
     and optimizer-state precisions and offloading (:func:`service.engine.stacks.held`)."""
     stack = as_stack(stack)
-    if not profile.trains or stack.step_model:
+    if not profile.trains:
         return profile
     memory = profile.memory
     tokens = (profile.seq_len or 0) * profile.batch_size
+    # what lies beyond the layers (checkpointing the layers leaves it whole)
+    head = head_bytes(shape, tokens, profile.precision, stacks.loss_kept(stack))
+    if stack.step_model:
+        head = min(head, memory.activations_bytes)
+        return replace(profile, head_activations_bytes=head) if head else profile
     # torch.compile's partitioner recomputes the cheap pointwise ops in backward and saves
     # the GEMMs' inputs: what it keeps is the fused kernels' set too
     if stack.get("fused_activations") or stack.kernels == "compiled":
         memory = fused_memory(memory, shape, tokens, profile.precision)
     vocab = shape.vocab if shape is not None and shape.lm_head else 0
     layers = shape.layers if shape is not None else 0
-    memory = stacks.held(memory, stack, True, tokens, vocab, layers, profile.optimizer)
+    memory = stacks.held(memory, stack, True, tokens, vocab, layers, profile.optimizer, head)
+    head = min(head, memory.activations_bytes)
     selective = None
     if stack.get("selective_recompute") == "operators" and shape is not None:
         per_value = ACTIVATION_BYTES.get(profile.precision, 2)
         selective = shape.operator_policy_sbh() * tokens * shape.hidden * per_value / 2
     reshard = bool(stack.get("reshard_after_forward"))
     ring = stack.get("context_parallel") == "ring"
-    if memory == profile.memory and selective is None and reshard and not ring:
+    if memory == profile.memory and selective is None and reshard and not ring and not head:
         return profile
     return replace(
         profile, memory=memory, selective_activations_bytes=selective,
         reshard_after_forward=reshard, context_parallel_overlap=ring,
+        head_activations_bytes=head,
     )  # fmt: skip
 
 
@@ -710,7 +718,7 @@ def layout_memory(profile: StepProfile, layout: Layout, shape: ModelShape | None
     operator policy's selective checkpointing, FSDP keeping the gathered weights)."""
     return memory_per_gpu(
         profile.memory, layout, shape, profile.trains, profile.selective_activations_bytes,
-        profile.reshard_after_forward,
+        profile.reshard_after_forward, profile.head_activations_bytes,
     )  # fmt: skip
 
 

@@ -158,6 +158,9 @@ def _options(row: dict[str, Any]) -> dict[str, Any]:
         out["activation_offload"] = bool(row["activation_offload"])
     if "chunked_loss" in row:
         out["loss"] = "chunked" if row["chunked_loss"] else "full-fp32"
+    for name in ("master_weights", "optimizer_states"):  # pure 16-bit training, as stated
+        if name in row:
+            out[name] = row[name]
     return out
 
 

@@ -52,6 +52,34 @@ LOSS_BYTES = 10.0
 # over 16-bit logits (Megatron's fused cross entropy, llm.c's fused classifier): the 2
 # bytes of the logits of 14
 LOSS_SHARE = {"full-fp32": 1.0, "chunked": 5.0 / 14.0, "fused": 2.0 / 14.0}
+# ... and what each keeps for backward, bytes a logit: the fp32 log-probabilities (each
+# chunk's, for the chunked loss: chunking lowers the peak, not what is kept), the fused
+# kernel's 16-bit gradient written over the logits in the forward
+LOSS_KEPT = {"full-fp32": 4.0, "chunked": 4.0, "fused": 2.0}
+# ... where the stack compiles its loss (torchtune's recipes compile the chunked loss with
+# the model, training.compile_loss; torchtitan compiles its blocks only): the compiled
+# cross-entropy keeps its 16-bit input, the logits, and recomputes the softmax in backward,
+# one chunk's 16-bit gradient at a time (2 + 2 / 8 bytes at the peak)
+COMPILED_LOSS_KEPT = {"chunked": 2.0}
+COMPILED_LOSS_SHARE = {"chunked": 2.25 / 14.0}
+
+
+def loss_kept(stack: Stack) -> float:
+    """Bytes a logit ``stack``'s loss keeps for backward."""
+    loss = stack.get("loss")
+    if stack.kernels == "compiled":
+        return COMPILED_LOSS_KEPT.get(loss, LOSS_KEPT[loss])
+    return LOSS_KEPT[loss]
+
+
+def loss_share(stack: Stack) -> float:
+    """The share of eager PyTorch's whole-logits loss ``stack``'s loss holds at its peak."""
+    loss = stack.get("loss")
+    if stack.kernels == "compiled":
+        return COMPILED_LOSS_SHARE.get(loss, LOSS_SHARE[loss])
+    return LOSS_SHARE[loss]
+
+
 # activation offloading keeps this many layers' activations on the GPU (the one computing
 # and the one in flight to or from the host)
 OFFLOAD_LAYERS_ON_GPU = 2
@@ -331,16 +359,17 @@ def resolve(
 
 
 def held(memory: Memory, stack: Stack, trains: bool, tokens: float, vocab: int,
-         layers: int, optimizer: str | None) -> Memory:  # fmt: skip
+         layers: int, optimizer: str | None, head: float = 0.0) -> Memory:  # fmt: skip
     """``memory`` (eager PyTorch's, as the profiler counts it; the fused stacks' activations
     already replaced by :func:`service.engine.layout.fused_memory`) as ``stack`` holds it:
-    its loss, its weights' and optimizer states' precision, its offloaded activations."""
+    its loss, its weights' and optimizer states' precision, its offloaded activations (the
+    layers': ``head``, what lies beyond them, stays on the GPU)."""
     if not trains or stack.step_model:
         return memory
     out = memory
     loss = stack.get("loss")
     if vocab and loss != "full-fp32":
-        saved = (1.0 - LOSS_SHARE[loss]) * LOSS_BYTES * tokens * vocab
+        saved = (1.0 - loss_share(stack)) * LOSS_BYTES * tokens * vocab
         cut = min(saved, out.temporary_peak_bytes)
         out = replace(
             out,
@@ -362,7 +391,8 @@ def held(memory: Memory, stack: Stack, trains: bool, tokens: float, vocab: int,
         out = replace(out, optimizer_states_bytes=out.optimizer_states_bytes * scale)
     if stack.get("activation_offload") and layers:
         kept = min(1.0, OFFLOAD_LAYERS_ON_GPU / layers)
-        out = replace(out, activations_bytes=out.activations_bytes * kept)
+        beyond = min(head, out.activations_bytes)
+        out = replace(out, activations_bytes=(out.activations_bytes - beyond) * kept + beyond)
     return out
 
 

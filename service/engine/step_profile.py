@@ -48,6 +48,9 @@ class StepProfile:
     # context parallelism's key and value transfers hidden behind the attention (a ring
     # of point-to-point sends: Megatron-Core's), else waited on (an all-gather first)
     context_parallel_overlap: bool = False
+    # what of one micro-batch's activations lies beyond the layers (the final norm's, what
+    # the loss keeps over the vocabulary): checkpointing the layers leaves it whole
+    head_activations_bytes: float = 0.0
 
     @property
     def trains(self) -> bool:

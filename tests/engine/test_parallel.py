@@ -132,14 +132,21 @@ def test_only_a_training_step_on_the_optimized_stack_keeps_fused_activations(
 ) -> None:
     """The optimized stack's Llama 3 8B step keeps Korthikanti's count for its widths, less
     than eager PyTorch's saved tensors; the pytorch stack and inference keep the profile's
-    count; LoRA (whose frozen layers keep other tensors) keeps the profile's count less
-    only what the fused loss does not hold."""
+    count (the pytorch stack marks what of it lies beyond the layers: the final norm's
+    values and the fp32 log-probabilities over the vocabulary); LoRA (whose frozen layers
+    keep other tensors) keeps the profile's count less only what the fused loss does not
+    hold."""
     found = StepProfile.from_profile(llama8b)
     shape = ModelShape.from_profile(llama8b)
     fused = stacked(found, shape, "optimized")
     assert fused.memory.activations_bytes < 0.85 * found.memory.activations_bytes
     assert fused.mix is found.mix
-    assert stacked(found, shape, "pytorch") is found
+    eager = stacked(found, shape, "pytorch")
+    assert eager.memory is found.memory
+    assert eager.mix is found.mix
+    assert eager.head_activations_bytes == 4096 * (4 * 4096 + 4 * 128256)
+    # the fused loss keeps its 16-bit gradient over the logits, not fp32 log-probabilities
+    assert fused.head_activations_bytes == 4096 * (4 * 4096 + 2 * 128256)
     model = resolve({"name": "llama-3-8b"}, catalog)
     for request in (
         {"task": "inference", "batch_size": 1, "prompt_tokens": 512, "output_tokens": 64},

@@ -156,6 +156,43 @@ def test_a_chunked_loss_holds_what_the_estimate_says_measured_on_the_cpu():
     assert peaks[1] / peaks[0] == pytest.approx(stacks.LOSS_SHARE["chunked"], abs=0.03)
 
 
+def test_checkpointed_layers_leave_the_loss_whole_measured_on_the_cpu():
+    """With every layer checkpointed, autograd keeps each layer's 16-bit input and, beyond
+    the layers, the loss's fp32 log-probabilities over the whole vocabulary: what
+    layout.memory_per_gpu keeps whole under full checkpointing (the loss's bytes a logit,
+    stacks.LOSS_KEPT), where it used to scale them with the layers'."""
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(0)
+    tokens, hidden, vocab, layers = 512, 64, 4096, 4
+    blocks = [
+        torch.nn.Sequential(torch.nn.Linear(hidden, 4 * hidden), torch.nn.SiLU(),
+                            torch.nn.Linear(4 * hidden, hidden)).to(torch.bfloat16)
+        for _ in range(layers)
+    ]  # fmt: skip
+    head = torch.nn.Linear(hidden, vocab, bias=False).to(torch.bfloat16)
+    x = torch.randn(tokens, hidden, dtype=torch.bfloat16, requires_grad=True)
+    y = torch.randint(0, vocab, (tokens,))
+    kept: dict[int, int] = {}
+    weights = {p.untyped_storage().data_ptr() for p in head.parameters()}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()  # by storage: a weight's transpose is the weight
+        if storage.data_ptr() not in weights:
+            kept[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        h = x
+        for block in blocks:
+            h = checkpoint(block, h, use_reentrant=False)
+        loss = F.cross_entropy(head(h).float(), y)
+    inputs = layers * tokens * hidden * 2  # each layer's 16-bit input
+    beyond = sum(kept.values()) - inputs
+    assert beyond == pytest.approx(stacks.LOSS_KEPT["full-fp32"] * tokens * vocab, rel=0.02)
+    loss.backward()
+
+
 def test_adamw_keeps_its_states_in_the_weights_precision_on_the_cpu():
     """Pure-bf16 training (torchtune's) keeps AdamW's two states in bf16: half the bytes of
     mixed precision's fp32 states, as the estimate counts them."""
