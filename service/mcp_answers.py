@@ -209,6 +209,30 @@ def model_summary(answer: dict[str, Any]) -> str:
     )
 
 
+# what distinguishes one stack from another at a glance (every property is in the JSON)
+STACK_PROPERTIES = ("kernels", "loss", "master_weights", "optimizer_states", "sharding",
+                    "continuous_batching")  # fmt: skip
+
+
+def stacks_summary(answer: dict[str, Any]) -> str:
+    """The stacks, one line each, and how a request names one."""
+    rows = []
+    for stack in answer.get("stacks", []):
+        properties = stack.get("properties") or {}
+        tasks = stack.get("tasks") or []
+        shown = [
+            f"{name} {properties[name]}"
+            for name in STACK_PROPERTIES
+            if name in properties and (name != "continuous_batching" or "inference" in tasks)
+        ]
+        rows.append((stack.get("id"), stack.get("name"), ", ".join(tasks), "; ".join(shown)))
+    return (
+        _table(("id", "name", "tasks", "what it does by default"), rows)
+        + "\n\nName one as `stack` in a recommendation, estimate or plan; override any "
+        "property in `stack_options`."
+    )
+
+
 GPU_COLUMNS = ("memory_gb", "memory_bandwidth_gb_per_s", "bf16_tflops", "fp8_tflops", "tdp_w")
 
 

@@ -38,6 +38,7 @@ from service.mcp_answers import (
     plan_summary,
     problem_text,
     profile_summary,
+    stacks_summary,
     tco_summary,
 )
 from service.mcp_schemas import BODY_KEY, JSON_MIME, request_schema
@@ -190,6 +191,7 @@ OPERATIONS = (
     Operation("get_model", "get", "/v1/models/{name}", model_summary),
     Operation("list_gpus", "get", "/v1/gpus", gpus_summary),
     Operation("get_gpu", "get", "/v1/gpus/{gpu_id}", gpu_summary),
+    Operation("list_stacks", "get", "/v1/stacks", stacks_summary),
     Operation("ask", "post", "/v1/ask", ask_summary, optional=True),
 )
 
@@ -201,7 +203,8 @@ INSTRUCTIONS = (
     "`recommend` ranks GPUs, counts, layouts and deployments with costs and reasons; "
     "`estimate` times a workload on one GPU type; `plan` ranks parallel layouts; `tco` "
     "compares owning with renting; `profile` counts a step's FLOPs and memory. Name models "
-    "as `list_models` does (or give a Hugging Face config) and GPUs by their `list_gpus` id. "
+    "as `list_models` does (or give a Hugging Face config), GPUs by their `list_gpus` id and "
+    "the software stack (Transformers, torchtitan, Megatron, vLLM...) as `list_stacks` does. "
     "A tool error names the fields to correct."
 )
 

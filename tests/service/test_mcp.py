@@ -38,6 +38,7 @@ TOOLS = {
     "get_model": ("get", "/v1/models/{name}"),
     "list_gpus": ("get", "/v1/gpus"),
     "get_gpu": ("get", "/v1/gpus/{gpu_id}"),
+    "list_stacks": ("get", "/v1/stacks"),
 }
 OPTIONAL = {"ask": ("post", "/v1/ask")}  # offered once the API has it
 BERT = {"name": "bert-base"}
@@ -353,6 +354,21 @@ class TestCalls:
         assert memory == sorted(memory, reverse=True)
         for gpu in answer["items"]:
             assert f"| {gpu['id']} |" in summary
+
+    def test_list_stacks_by_task(self, local: Assistant) -> None:
+        """A chat client finds the stacks it may name: the serving ones for inference, each
+        a row with what it does, and how a request names one."""
+        summary, answer = local.answer("list_stacks", {"task": "inference"})
+        ids = {s["id"] for s in answer["stacks"]}
+        assert {"vllm", "tensorrt-llm", "sglang"} <= ids
+        assert "torchtitan" not in ids
+        for stack_id in ids:
+            assert f"| {stack_id} |" in summary
+        assert "continuous_batching True" in summary
+        assert "`stack_options`" in summary
+        result = local.call("list_stacks", {"task": "baking"})
+        assert result.isError
+        assert "task" in result.content[0].text
 
     def test_missing_field_is_a_tool_error_naming_it(self, local: Assistant) -> None:
         workload = {"task": "fine-tuning", "seq_len": 128}
