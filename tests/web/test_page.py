@@ -272,6 +272,33 @@ class TestInBrowser:
         assert sent["model_type"] == "gpt2"  # unwrapped, as pasted
         assert "hf_config" not in sent
 
+    def test_a_stack_is_chosen_among_the_tasks_and_kept_in_the_share(self, page: Page) -> None:
+        """The stack list follows the task (serving stacks for inference); the one chosen is
+        sent as the request's stack, the answer says it, and a shared answer shows it."""
+        driver = Driver(page)
+        driver.open()
+        driver.catalog_model("llama-3-8", "llama-3-8b")
+        driver.workload("inference", batch="1", prompt="1000", output="200")
+        stack = page.get_by_label("Software stack")
+        expect(stack.locator('option[value="vllm"]')).to_be_attached()
+        expect(stack.locator('option[value="torchtitan"]')).to_have_count(0)
+        stack.select_option("vllm")
+        expect(page.locator("#stack-hint")).to_contain_text("vLLM")
+        driver.submit_with_enter("Output tokens")
+        driver.answered("stack-answer")
+        answer = page.evaluate("fetch(location.search.replace('?id=', '/v1/recommendations/'))"
+                               ".then(r => r.json())")  # fmt: skip
+        assert answer["request"]["stack"] == "vllm"
+        assert answer["stack"]["id"] == "vllm"
+        shared = page.context.new_page()
+        shared.goto(page.url)
+        Driver(shared).answered("stack-shared")
+        expect(shared.get_by_label("Software stack")).to_have_value("vllm")
+        # a training task offers the training stacks and falls back to the default
+        Driver(page).workload("training")
+        expect(stack).to_have_value("")
+        expect(stack.locator('option[value="torchtitan"]')).to_be_attached()
+
     def test_a_trace_is_uploaded_and_its_step_projected(self, page: Page) -> None:
         driver = Driver(page)
         driver.open()

@@ -200,6 +200,51 @@ export function modelSearch(input, list, hint) {
   input.addEventListener("focus", () => refresh());
 }
 
+/**
+ * The software stacks the task runs on (`GET /v1/stacks`, read once), as the choices of
+ * `select`; a choice the new task has no stack for falls back to the default. `want`
+ * (a shared answer's stack) is chosen once the list is there.
+ */
+export function stackChoices(select, task, hint) {
+  let stacks = null;
+  let wanted = "";
+  const original = hint.textContent;
+
+  function describe() {
+    const chosen = (stacks || []).find((s) => s.id === select.value);
+    hint.textContent = chosen ? `${chosen.name} (${chosen.version}).` : original;
+  }
+
+  function offer() {
+    const keep = wanted || select.value;
+    const fits = (stacks || []).filter((s) => s.tasks.includes(task.value));
+    replace(select, [el("option", { value: "" }, "the most common for the work"),
+      ...fits.map((s) => el("option", { value: s.id }, s.name.split(" (")[0]))]);
+    if (fits.some((s) => s.id === keep)) select.value = keep;
+    if (stacks) wanted = "";
+    describe();
+  }
+
+  async function load() {
+    try {
+      stacks = (await call("GET", "/stacks")).body.stacks;
+    } catch {
+      stacks = []; // the default stack still answers; submitting names any fault
+    }
+    offer();
+  }
+
+  task.addEventListener("change", offer);
+  select.addEventListener("change", describe);
+  load();
+  return {
+    want(id) {
+      wanted = id || "";
+      if (stacks) offer();
+    },
+  };
+}
+
 /** Read a chosen config.json file into the text area. */
 export function readInto(fileInput, textarea, onError) {
   fileInput.addEventListener("change", () => {

@@ -6,7 +6,7 @@ import * as charts from "./charts.js";
 import { candidateLabel, duration, el, replace, usd } from "./dom.js";
 import { clearErrors, showProblem } from "./errors.js";
 import {
-  LocalProblem, fill, modelSearch, readInto, requestBody, source, syncVisibility,
+  LocalProblem, fill, modelSearch, readInto, requestBody, source, stackChoices, syncVisibility,
 } from "./form.js";
 import { renderAnswer } from "./results.js";
 import { emptyFigure } from "./svg.js";
@@ -25,6 +25,7 @@ const traceFile = document.getElementById("trace-file");
 const traceStored = document.getElementById("trace-stored");
 let running = null;
 let storedTrace = null;
+let stackList = null;
 
 function say(text, state) {
   status.textContent = text;
@@ -175,6 +176,7 @@ async function load(id) {
     const { body: answer } = await call("GET", `/recommendations/${encodeURIComponent(id)}`,
       { signal: controller.signal });
     if (fill(form, answer.request || {}) === "trace") keepTrace(answer.request.trace_id);
+    stackList?.want(answer.request?.stack);
     await show(answer, controller.signal);
   } catch (error) {
     failed(error);
@@ -194,6 +196,8 @@ function start() {
   });
   modelSearch(document.getElementById("model-name"), document.getElementById("model-list"),
     document.getElementById("model-name-hint"));
+  stackList = stackChoices(document.getElementById("stack"), form.elements["workload.task"],
+    document.getElementById("stack-hint"));
   readInto(document.getElementById("model-file"), document.getElementById("model-json"),
     (message) => showProblem(form, general, new LocalProblem("model", message), "json"));
   const key = document.getElementById("api-key");
