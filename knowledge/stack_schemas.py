@@ -14,6 +14,7 @@ TASKS = ("training", "fine-tuning", "inference")
 # what a stack is the default for: a task, a fine-tuning method, or a kind of model
 DEFAULT_FOR = (
     "training", "fine-tuning", "inference", "lora", "qlora", "vision", "encoder", "fp8",
+    "model-parallel",
 )  # fmt: skip
 # property -> its allowed values (a tuple) or its type
 PROPERTIES: dict[str, tuple[Any, ...] | type] = {
@@ -34,8 +35,12 @@ PROPERTIES: dict[str, tuple[Any, ...] | type] = {
     "continuous_batching": bool,
     "paged_kv": bool,
     "weight_precisions": list,
+    "parallelism": list,
 }
 WEIGHT_FORMATS = ("fp32", "fp16", "bf16", "fp8", "int8", "int4")
+# the ways a stack splits a training step over GPUs (a layout's dimensions)
+PARALLELISM = ("data", "tensor", "pipeline", "context")
+LIST_VALUES = {"weight_precisions": WEIGHT_FORMATS, "parallelism": PARALLELISM}
 # the fitted constants each block may hold (the fit script writes them with a `fit` line)
 COMPUTE_CONSTANTS = (
     "efficiency_16bit", "efficiency_8bit", "memory_share", "attention_share",
@@ -52,10 +57,11 @@ def property_error(name: str, value: Any) -> str | None:
     if allowed is bool:
         return None if isinstance(value, bool) else "must be true or false"
     if allowed is list:
+        known = LIST_VALUES[name]
         if not isinstance(value, list) or not value:
-            return f"must be a non-empty list of {', '.join(WEIGHT_FORMATS)}"
-        bad = [v for v in value if v not in WEIGHT_FORMATS]
-        return f"unknown formats {bad} (known: {', '.join(WEIGHT_FORMATS)})" if bad else None
+            return f"must be a non-empty list of {', '.join(known)}"
+        bad = [v for v in value if v not in known]
+        return f"unknown values {bad} (known: {', '.join(known)})" if bad else None
     assert isinstance(allowed, tuple)
     return None if value in allowed else f"must be one of {', '.join(allowed)}"
 

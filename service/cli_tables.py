@@ -215,6 +215,7 @@ def _stack_summary(st: dict[str, Any]) -> str:
             "fp32 master weights" if p["master_weights"] == "fp32" else "pure 16-bit",
             f"{p['optimizer_states']} optimizer states",
             f"{p['sharding']} sharding",
+            "splits " + "/".join(p.get("parallelism") or ["data"]),
         ]
     parts.append("weights " + " ".join(p["weight_precisions"]))
     return "; ".join(parts)

@@ -7,7 +7,7 @@ from typing import Any
 from flask.views import MethodView
 from marshmallow import Schema, fields, validate
 
-from knowledge.stack_schemas import PROPERTIES, TASKS
+from knowledge.stack_schemas import LIST_VALUES, PROPERTIES, TASKS
 from service.api.answers import memoised
 from service.api.base import Blueprint
 from service.errors import NotFound
@@ -16,11 +16,11 @@ from service.state import state
 blp = Blueprint("stacks", __name__, url_prefix="/v1/stacks", description="Software stacks")
 
 
-def _values(allowed: Any) -> list[Any] | str:
+def _values(name: str, allowed: Any) -> list[Any] | str:
     if allowed is bool:
         return "true or false"
     if allowed is list:
-        return "a list of weight formats"
+        return f"a list of {', '.join(LIST_VALUES[name])}"
     return list(allowed)
 
 
@@ -87,7 +87,7 @@ class Stacks(MethodView):
         task = args.get("task")
         return {
             "stacks": [_dump(s) for s in knowledge.stacks.values() if not task or task in s.tasks],
-            "properties": {k: _values(v) for k, v in PROPERTIES.items()},
+            "properties": {k: _values(k, v) for k, v in PROPERTIES.items()},
             "knowledge_version": knowledge.version,
         }
 

@@ -138,9 +138,10 @@ def stacked(profile: StepProfile, shape: ModelShape | None, stack: Stack | str) 
     tokens = (profile.seq_len or 0) * profile.batch_size
     # what lies beyond the layers (checkpointing the layers leaves it whole)
     head = head_bytes(shape, tokens, profile.precision, stacks.loss_kept(stack))
+    splits = tuple(stack.get("parallelism"))
     if stack.step_model:
         head = min(head, memory.activations_bytes)
-        return replace(profile, head_activations_bytes=head) if head else profile
+        return replace(profile, head_activations_bytes=head, parallelism=splits)
     # torch.compile's partitioner recomputes the cheap pointwise ops in backward and saves
     # the GEMMs' inputs: what it keeps is the fused kernels' set too
     if stack.get("fused_activations") or stack.kernels == "compiled":
@@ -155,12 +156,10 @@ def stacked(profile: StepProfile, shape: ModelShape | None, stack: Stack | str) 
         selective = shape.operator_policy_sbh() * tokens * shape.hidden * per_value / 2
     reshard = bool(stack.get("reshard_after_forward"))
     ring = stack.get("context_parallel") == "ring"
-    if memory == profile.memory and selective is None and reshard and not ring and not head:
-        return profile
     return replace(
         profile, memory=memory, selective_activations_bytes=selective,
         reshard_after_forward=reshard, context_parallel_overlap=ring,
-        head_activations_bytes=head,
+        head_activations_bytes=head, parallelism=splits,
     )  # fmt: skip
 
 
@@ -783,6 +782,23 @@ class Plan:
     stack: Stack
 
 
+# a layout's dimension beyond data parallelism, and the stack parallelism naming it
+SPLITS = (("tensor_parallel", "tensor"), ("pipeline_parallel", "pipeline"),
+          ("context_parallel", "context"))  # fmt: skip
+
+
+def unsupported(layout: Layout, parallelism: Sequence[str] | None) -> str | None:
+    """The first of ``layout``'s dimensions a stack that splits a step only over
+    ``parallelism`` does not run (None: it runs them all, or any where not given)."""
+    if parallelism is None:
+        return None
+    return next(
+        (field for field, name in SPLITS
+         if getattr(layout, field) > 1 and name not in parallelism),
+        None,
+    )  # fmt: skip
+
+
 def sized_at(
     count: int,
     profile: StepProfile,
@@ -798,7 +814,7 @@ def sized_at(
     out = []
     timed: set[tuple[Any, ...]] = set()
     for base in layouts_for(count, shape, gpus_per_node, profile.seq_len, profile.trains):
-        if micro * base.data_parallel > target:
+        if micro * base.data_parallel > target or unsupported(base, profile.parallelism):
             continue
         accumulation = global_accumulation(base, target, micro) if profile.trains else 1
         layout = replace(

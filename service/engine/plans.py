@@ -25,6 +25,7 @@ from service.engine.layout import (
     memory_parts,
 )
 from service.engine.parallel import (
+    SPLITS,
     Network,
     Planned,
     layout_inference,
@@ -33,6 +34,7 @@ from service.engine.parallel import (
     plan_layout,
     stacked,
     tensor_degrees,
+    unsupported,
     work,
 )
 from service.engine.roofline import MathMode, math_mode
@@ -63,9 +65,12 @@ def _setting(service: EstimateService, body: Mapping[str, Any]) -> Setting:
     found = service.body_profile(body)
     profile = StepProfile.from_profile(found)
     shape = ModelShape.from_profile(found)
+    given = body.get("layout") or {}
+    splits = any(int(given.get(f) or 1) > 1 for f, _ in SPLITS)
     stack = stacks.for_work(
-        service.knowledge, body.get("stack"), body.get("stack_options"), profile, shape
-    )
+        service.knowledge, body.get("stack"), body.get("stack_options"), profile, shape,
+        splits=splits,
+    )  # fmt: skip
     stacks.check_formats(stack, profile.precision, body.get("weight_precision"))
     mode = math_mode(gpu, profile.precision)
     links = body.get("interconnect") or {}
@@ -359,6 +364,16 @@ def layout_estimate(service: EstimateService, body: Mapping[str, Any]) -> dict[s
             body["count"],
         )
     check(layout, s.shape, s.net.gpus_per_node, s.profile.seq_len)
+    split = unsupported(layout, s.profile.parallelism) if s.profile.trains else None
+    if split is not None:
+        runs = ", ".join(s.profile.parallelism or ())
+        raise LayoutError(
+            "stack-parallelism",
+            f"layout.{split}",
+            f"the stack {s.stack.id} splits a training step over {runs} parallelism only, "
+            f"not {split.replace('_', ' ')}: give a layout it runs, another stack, or "
+            "stack_options.parallelism where the run splits it so",
+        )
     if not s.profile.trains and (layout.pipeline_parallel > 1 or layout.context_parallel > 1):
         raise LayoutError(
             "inference-tensor-parallel-only",

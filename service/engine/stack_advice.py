@@ -10,7 +10,7 @@ from knowledge.records import Gpu
 from service.engine import stacks
 from service.engine.errors import InvalidRequest
 from service.engine.layout import Layout, ModelShape
-from service.engine.parallel import Network, plan_layout, stacked, work
+from service.engine.parallel import Network, plan_layout, stacked, unsupported, work
 from service.engine.roofline import math_mode
 from service.engine.step_model import StepModel
 from service.engine.step_profile import StepProfile
@@ -25,9 +25,12 @@ class Switch:
     speedup: float  # the current stack's step over this one's
 
 
-def _can_run(stack: stacks.Stack, profile: StepProfile) -> bool:
-    """Whether ``stack`` runs ``profile``'s precision and method (QLoRA: 4-bit weights)."""
+def _can_run(stack: stacks.Stack, profile: StepProfile, layout: Layout) -> bool:
+    """Whether ``stack`` runs ``profile``'s precision and method (QLoRA: 4-bit weights)
+    and splits the step as ``layout`` does."""
     if profile.method == "qlora" and not stack.runs("int4"):
+        return False
+    if unsupported(layout, stack.get("parallelism")) is not None:
         return False
     return profile.precision not in ("fp8",) or stack.runs("fp8")
 
@@ -66,7 +69,7 @@ def faster_stack(
             other = stacks.for_work(knowledge, record.id, None, profile, shape)
         except InvalidRequest:  # a stack that does not run this task
             continue
-        if other.step_model or not _can_run(other, profile):
+        if other.step_model or not _can_run(other, profile, layout):
             continue
         found = step_s(other)
         if found and now / found >= WORTH and (best is None or now / found > best.speedup):

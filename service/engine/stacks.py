@@ -226,7 +226,7 @@ class Stack:
         """One line for an answer's assumptions."""
         props = dict(self.properties)
         said = ", ".join(
-            f"{k} {'on' if v is True else 'off' if v is False else v}"
+            f"{k} {'on' if v is True else 'off' if v is False else _words(v)}"
             for k, v in props.items()
             if k
             in (
@@ -239,10 +239,15 @@ class Stack:
                 "fused_activations",
                 "cuda_graphs",
                 "continuous_batching",
+                "parallelism",
             )
         )
         changed = f"; overridden: {', '.join(self.overridden)}" if self.overridden else ""
         return f"stack {self.id} ({self.name}): {said}{changed}"
+
+
+def _words(value: Any) -> str:
+    return "/".join(map(str, value)) if isinstance(value, tuple | list) else str(value)
 
 
 def _compute(record: Any, props: Mapping[str, Any], fitted_too: bool = True) -> Compute:
@@ -278,11 +283,13 @@ def known(knowledge: Knowledge, task: str | None = None) -> list[str]:
 
 
 def default_id(
-    knowledge: Knowledge, task: str, method: str | None, decoder: bool, precision: str = ""
-) -> str:
+    knowledge: Knowledge, task: str, method: str | None, decoder: bool, precision: str = "",
+    splits: bool = False,
+) -> str:  # fmt: skip
     """The most common stack for the work: stock PyTorch for vision and encoders, the
     library most people fine-tune with for LoRA and QLoRA, Transformers for full training
-    of a language model (Transformer Engine's for FP8 training), and the most used serving
+    of a language model (Transformer Engine's for FP8 training, or for a layout that
+    ``splits`` the model: tensor, pipeline or context parallel), and the most used serving
     engine for generation."""
     wanted = ["vision"]
     if decoder:
@@ -294,6 +301,8 @@ def default_id(
             wanted = [task, "training"]
         if precision == "fp8" and task != "inference":
             wanted.insert(0, "fp8")
+        if splits and task != "inference":
+            wanted.insert(0, "model-parallel")
     for what in wanted:
         for s in knowledge.stacks.values():
             if what in s.default_for and task in s.tasks:
@@ -311,13 +320,14 @@ def resolve(
     field: str = "stack",
     fitted: bool = True,
     precision: str = "",
+    splits: bool = False,
 ) -> Stack:
     """The stack ``name`` (an id or alias; None: the default for the work) with
     ``options`` overriding its properties; InvalidRequest names the field and the known
     values. Without ``fitted``, its constants before its own fit (the priors a validation
     that leaves its publications out starts from)."""
     if name is None:
-        ident = default_id(knowledge, task or "training", method, decoder, precision)
+        ident = default_id(knowledge, task or "training", method, decoder, precision, splits)
     else:
         found = knowledge.stack_index.resolve(str(name))
         if found is None:
@@ -411,17 +421,20 @@ def for_work(
     shape: Any,
     field: str = "stack",
     fitted: bool = True,
+    splits: bool = False,
 ) -> Stack:
     """:func:`resolve` for a profiled workload (a :class:`StepProfile` and its
     :class:`ModelShape`, None for a model that is not a transformer): its task, its
-    fine-tuning method, and whether it is a language model."""
+    fine-tuning method, whether it is a language model and whether its layout ``splits``
+    the model (tensor, pipeline or context parallel)."""
     decoder = shape is not None and shape.lm_head
     task = "fine-tuning" if profile.task == "fine-tuning" else profile.task
     if task not in ("training", "fine-tuning", "inference"):
         task = "training"
     return resolve(
-        knowledge, name, options, task, profile.method, decoder, field, fitted, profile.precision
-    )
+        knowledge, name, options, task, profile.method, decoder, field, fitted,
+        profile.precision, splits,
+    )  # fmt: skip
 
 
 def check_formats(stack: Stack, precision: str, weight_precision: str | None) -> None:

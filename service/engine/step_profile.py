@@ -51,6 +51,8 @@ class StepProfile:
     # what of one micro-batch's activations lies beyond the layers (the final norm's, what
     # the loss keeps over the vocabulary): checkpointing the layers leaves it whole
     head_activations_bytes: float = 0.0
+    # the layout dimensions the stack splits a training step over (None: any)
+    parallelism: tuple[str, ...] | None = None
 
     @property
     def trains(self) -> bool:

@@ -244,3 +244,32 @@ def test_a_gb200_nvl72_rack_is_one_nvlink_domain(knowledge: Knowledge) -> None:
     net = network(knowledge, gb200, scaling.domain(gb200))
     assert net.gpus_per_node == 72
     assert net.intra.id == "nvswitch-nvlink5"
+
+
+def test_a_stack_is_planned_and_advised_only_on_the_layouts_it_runs(
+    llama8b: dict[str, Any], model: PerformanceModel, knowledge: Knowledge
+) -> None:
+    """Transformers' Trainer splits data only: its sized layouts over 8 GPUs are all data
+    parallel, torchtitan's include tensor parallel ones; on a tensor-parallel layout the
+    switch-stack advice names only a stack that runs it."""
+    from service.engine import stack_advice, stacks
+    from service.engine.parallel import unsupported
+
+    found = StepProfile.from_profile(llama8b)
+    shape = ModelShape.from_profile(llama8b)
+    plain = stacked(found, shape, "hf-transformers")
+    titan = stacked(found, shape, "torchtitan")
+    assert plain.parallelism == ("data",)
+    assert all(unsupported(x, plain.parallelism) is None for x, _ in sized_at(8, plain, shape, 8))
+    assert all(x.tensor_parallel == 1 for x, _ in sized_at(8, plain, shape, 8))
+    assert any(x.tensor_parallel > 1 for x, _ in sized_at(8, titan, shape, 8))
+    gpu = knowledge.gpus["h100-sxm-80gb"]
+    layout = Layout(data_parallel=2, tensor_parallel=4, sequence_parallel=True, zero_stage=1)
+    usable = gpu.memory_gb * 2**30 * USABLE_MEMORY_SHARE
+    current = stacks.resolve(knowledge, "torchtitan")
+    switch = stack_advice.faster_stack(
+        knowledge, model.step_model, current, found, shape, gpu, layout,
+        network(knowledge, gpu, 8), usable,
+    )  # fmt: skip
+    assert switch is not None
+    assert "tensor" in switch.stack.get("parallelism")

@@ -107,7 +107,10 @@ def test_the_same_8_gpu_layout_is_slower_on_pcie_than_on_nvswitch_by_what_the_mo
                      "precision": "bf16", "optimizer": "adamw"},
         "gpu": "H100 SXM5 80GB",
         "layout": {"tensor_parallel": 8, "sequence_parallel": True},
+        # stock PyTorch as the step model knows it splits over data only: the run here
+        # splits tensors too, and says so
         "stack": "pytorch",
+        "stack_options": {"parallelism": ["data", "tensor"]},
     }  # fmt: skip
     fast = post(client, "/v1/estimates", body)
     slow = post(client, "/v1/estimates", {**body, "interconnect": {"intra_node": "pcie-5-x16"}})
@@ -276,7 +279,7 @@ def test_the_optimized_stack_holds_fewer_activations_and_counts_the_pipeline_end
               "sequence_parallel": True, "virtual_stages": 2,
               "gradient_accumulation": 8}  # fmt: skip
     body = {**LLAMA_70B_TRAINING, "gpu": "H100 SXM5 80GB", "layout": layout}
-    eager = post(client, "/v1/estimates", body)
+    eager = post(client, "/v1/estimates", {**body, "stack": "torchtitan"})  # eager kernels
     fused = post(client, "/v1/estimates", {**body, "stack": "optimized"})
     held = {
         name: found["layout_estimate"]["memory"]["activations_bytes"]
@@ -288,3 +291,46 @@ def test_the_optimized_stack_holds_fewer_activations_and_counts_the_pipeline_end
     problem = post(client, "/v1/estimates", ends, 422)
     assert problem["errors"][0]["field"] == "layout.pipeline_parallel"
     assert "80 layers and its embedding and loss" in problem["detail"]
+
+
+def test_a_layout_the_stack_does_not_run_is_refused_and_a_split_layout_defaults_to_megatron(
+    client: FlaskClient,
+) -> None:
+    """Transformers' Trainer splits a step over data parallelism only: a tensor-parallel
+    layout named with it is a 422 naming the layout's field and the rule; given no stack,
+    a layout that splits the model is timed on the stack most such runs use (Megatron with
+    Transformer Engine), and the answer says so; a request whose run does split tensors
+    with Transformers says so in stack_options."""
+    layout = {"data_parallel": 2, "tensor_parallel": 4, "sequence_parallel": True}
+    body = {**LLAMA_70B_TRAINING, "gpu": "H100 SXM5 80GB", "layout": layout}
+    refused = post(client, "/v1/estimates", {**body, "stack": "hf-transformers"}, status=422)
+    assert refused["errors"][0]["field"] == "layout.tensor_parallel"
+    assert "stack-parallelism" in refused["detail"]
+    assert "data parallelism only" in refused["detail"]
+    found = post(client, "/v1/estimates", body)
+    assert found["assumptions"][0].startswith("stack megatron-te")
+    assert "parallelism data/tensor/pipeline/context" in found["assumptions"][0]
+    told = post(
+        client,
+        "/v1/estimates",
+        {**body, "stack": "hf-transformers", "stack_options": {"parallelism": ["data", "tensor"]}},
+    )
+    assert "overridden: parallelism" in told["assumptions"][0]
+    bad = post(client, "/v1/estimates", {**body, "stack_options": {"parallelism": ["expert"]}},
+               status=422)  # fmt: skip
+    assert bad["errors"][0]["field"] == "stack_options.parallelism"
+    assert "data, tensor, pipeline, context" in bad["detail"]
+
+
+def test_a_plan_lists_only_the_layouts_its_stack_runs(client: FlaskClient) -> None:
+    """Planned on Transformers, Llama 3 8B over 8 GPUs is data parallel (DDP, ZeRO or
+    FSDP); on torchtitan the same plan also offers tensor and context parallel layouts."""
+    body = {"model": {"name": "llama-3-8b"}, "gpu": "H100 SXM5 80GB", "count": 8,
+            "max_count": 8,
+            "workload": {"task": "training", "batch_size": 1, "seq_len": 8192}}  # fmt: skip
+    splits = ("tensor_parallel", "pipeline_parallel", "context_parallel")
+    plain = post(client, "/v1/plans", {**body, "stack": "hf-transformers"})
+    assert plain["layouts"]
+    assert all(x["layout"][f] == 1 for x in plain["layouts"] for f in splits)
+    titan = post(client, "/v1/plans", {**body, "stack": "torchtitan"})
+    assert any(x["layout"]["tensor_parallel"] > 1 for x in titan["layouts"])

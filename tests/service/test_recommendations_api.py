@@ -41,7 +41,9 @@ def test_llama_70b_full_fine_tuning_gets_a_sharded_layout_on_nvlink(client: Flas
     assert top["count"] >= 2
     assert top["deployment"]["kind"] == "on-premise"
     assert top["deployment"]["server_design"] in {"hgx_8gpu", "pcie_8gpu"}
-    assert layout["zero_stage"] >= 2 or layout["tensor_parallel"] > 1
+    # Transformers' Trainer (the default) splits over data only: FSDP shards the states
+    assert layout["zero_stage"] >= 2
+    assert layout["tensor_parallel"] == layout["pipeline_parallel"] == 1
     # one unit: what the layout needs and what the GPU has, both GiB
     assert top["estimate"]["memory_per_gpu_gib"] <= top["vram_gib"]
     # a GPU-to-GPU fabric (NVLink, NVSwitch, Infinity Fabric) named inside, with its source
@@ -69,9 +71,14 @@ def test_llama_70b_full_fine_tuning_gets_a_sharded_layout_on_nvlink(client: Flas
     assert top["cost"]["per_unit_usd"] > 0
     for rec in body["recommendations"]:
         assert all(r["rule"] and r["message"] and r["source"] for r in rec["reasons"])
-    # GeForce cards in an 8-GPU server break their licence; a card without peer-to-peer
-    # that holds the model only split by tensor parallelism cannot run it: both excluded
+    # sharded over data alone, 64 GeForce cards of 24 GB do not hold it
     excluded = {e["gpu"]: [r["rule"] for r in e["reasons"]] for e in body["excluded"]}
+    assert excluded["rtx-3090"] == excluded["rtx-4090"] == ["memory-fit"]
+    # on Megatron, which splits tensors: GeForce cards in an 8-GPU server break their
+    # licence; a card without peer-to-peer that holds the model only split by tensor
+    # parallelism cannot run it: both excluded
+    split = post(client, "/v1/recommendations", {**LLAMA_70B_FULL, "stack": "megatron-te"})
+    excluded = {e["gpu"]: [r["rule"] for r in e["reasons"]] for e in split["excluded"]}
     assert excluded["rtx-3090"] == ["geforce-no-datacenter"]
     assert excluded["rtx-4090"] == ["tensor-parallel-needs-p2p"]
     assert len(body["summary"]) <= 1200
@@ -180,7 +187,11 @@ def test_a_batch_that_only_fits_several_gpus_gets_gradient_accumulation_advice(
     client: FlaskClient,
 ) -> None:
     big = {**GPT2, "workload": {**GPT2["workload"], "batch_size": 512}}  # ~0.3 TB at once
-    body = post(client, "/v1/recommendations", big)
+    # a micro-batch splits over GPUs only by tensor or context parallelism: torchtitan's
+    # (Transformers' Trainer splits data only, and no GPU holds the micro-batch there)
+    plain = post(client, "/v1/recommendations", big)
+    assert not plain["recommendations"]
+    body = post(client, "/v1/recommendations", {**big, "stack": "torchtitan"})
     top = body["recommendations"][0]
     assert top["layout"]["micro_batch_size"] == 512
     rules = [a["rule"] for a in body["advice"]]
