@@ -218,7 +218,7 @@ export function stackChoices(select, task, hint) {
   function offer() {
     const keep = wanted || select.value;
     const fits = (stacks || []).filter((s) => s.tasks.includes(task.value));
-    replace(select, [el("option", { value: "" }, "the most common for the work"),
+    replace(select, [el("option", { value: "" }, "default"),
       ...fits.map((s) => el("option", { value: s.id }, s.name.split(" (")[0]))]);
     if (fits.some((s) => s.id === keep)) select.value = keep;
     if (stacks) wanted = "";
