@@ -1089,7 +1089,7 @@ def recommend(service: EstimateService, request: RecommendationRequest) -> dict[
     if best is not None and best not in shown and len(shown) == SHOWN:
         # the band's order may leave the best score out: shown last, for the reader to weigh
         shown[-1] = best
-    advice = _advice(service, s, book, profile, shape, shown, kept)
+    advice = _advice(service, s, book, profile, shape, shown, kept, gpus)
     recs = [_shown(i + 1, c, s) for i, c in enumerate(shown)]
     merged = _merged(excluded, {c.gpu.id for c in kept})
     return {
@@ -1138,12 +1138,15 @@ def _admitted(
 def _advice(
     service: EstimateService, s: Setting, book: RuleBook, profile: StepProfile | None,
     shape: ModelShape | None, shown: Sequence[Candidate], kept: Sequence[Candidate],
+    gpus: Sequence[Gpu] = (),
 ) -> list[dict[str, Any]]:  # fmt: skip
     """The request-scope rules: software fixes worth doing before a purchase, and the hybrid
     deployment when owning the baseline and renting the bursts is cheapest."""
     top = shown[0] if shown else None
     symbols: dict[str, Any] = {**_request_symbols(s), "smallest_count": None,
-                               "fits_one_gpu_accumulating": False}  # fmt: skip
+                               "fits_one_gpu_accumulating": False, "largest_gpu": None,
+                               "micro_batch": profile.batch_size if profile else None,
+                               "stack": s.stack.id if s.stack else None}  # fmt: skip
     if top is not None:
         smallest = min(c.count for c in kept if c.gpu.id == top.gpu.id)
         symbols["smallest_count"] = float(smallest)
@@ -1151,6 +1154,11 @@ def _advice(
             symbols["fits_one_gpu_accumulating"] = _fits_one_accumulating(
                 service, s, profile, shape, top.gpu
             )
+    elif profile is not None and gpus:  # nothing holds the micro-batch: does one at 1?
+        largest = max(gpus, key=lambda g: g.memory_gb)
+        if _fits_one_accumulating(service, s, profile, shape, largest):
+            symbols["fits_one_gpu_accumulating"] = True
+            symbols["largest_gpu"] = largest.name
     if profile is not None and top is not None and s.precision in ("fp32", "tf32"):
         model = service._built_model()
         slow = work(profile, top.gpu, math_mode(top.gpu, s.precision), "pytorch", model.step_model)

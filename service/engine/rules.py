@@ -153,6 +153,8 @@ _symbols(
     {
         "smallest_count": (_F, "fewest GPUs of the best choice the workload fits, or null"),
         "fits_one_gpu_accumulating": (_B, "fits one GPU at micro-batch 1 with accumulation"),
+        "largest_gpu": (_S, "where no candidate holds the workload, the GPU with the most memory"),
+        "micro_batch": (_F, "the workload's micro-batch per model replica, or null (a trace)"),
         "mixed_precision_speedup": (_F, "predicted speed-up of bf16 over fp32, or null"),
         "checkpointing_memory_saving": (_F, "share of memory full checkpointing saves, or null"),
         "hybrid_cheaper": (_B, "owning the baseline and renting bursts is cheapest"),

@@ -100,6 +100,13 @@ FIRING: dict[str, dict[str, Any]] = {
     "deployment-not-allowed": {"deployment_allowed": "on-premise"},
     "mixed-precision-first": {"precision": "fp32", "mixed_precision_speedup": 2.5},
     "gradient-accumulation": {"smallest_count": 2.0, "fits_one_gpu_accumulating": True},
+    "accumulate-to-fit": {
+        "smallest_count": None,  # no candidate holds it
+        "largest_gpu": "NVIDIA H200 SXM",
+        "fits_one_gpu_accumulating": True,
+        "micro_batch": 512.0,
+        "stack": "hf-transformers",
+    },
     "activation-checkpointing": {"checkpointing_memory_saving": 0.45},
     "switch-stack": {
         "stack": "hf-transformers",

@@ -191,6 +191,10 @@ def test_a_batch_that_only_fits_several_gpus_gets_gradient_accumulation_advice(
     # (Transformers' Trainer splits data only, and no GPU holds the micro-batch there)
     plain = post(client, "/v1/recommendations", big)
     assert not plain["recommendations"]
+    said = {a["rule"]: a["message"] for a in plain["advice"]}
+    assert "accumulate-to-fit" in said, said
+    assert "micro-batch 512 on hf-transformers" in said["accumulate-to-fit"]
+    assert "holds micro-batch 1" in said["accumulate-to-fit"]
     body = post(client, "/v1/recommendations", {**big, "stack": "torchtitan"})
     top = body["recommendations"][0]
     assert top["layout"]["micro_batch_size"] == 512
