@@ -25,7 +25,6 @@ from service.engine.layout import (
     memory_parts,
 )
 from service.engine.parallel import (
-    SPLITS,
     Network,
     Planned,
     layout_inference,
@@ -65,8 +64,9 @@ def _setting(service: EstimateService, body: Mapping[str, Any]) -> Setting:
     found = service.body_profile(body)
     profile = StepProfile.from_profile(found)
     shape = ModelShape.from_profile(found)
+    # a given layout that splits the model (tensor, pipeline or context parallel)
     given = body.get("layout") or {}
-    splits = any(int(given.get(f) or 1) > 1 for f, _ in SPLITS)
+    splits = unsupported(Layout(**given), ("data",)) is not None
     stack = stacks.for_work(
         service.knowledge, body.get("stack"), body.get("stack_options"), profile, shape,
         splits=splits,

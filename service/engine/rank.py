@@ -1145,8 +1145,7 @@ def _advice(
     top = shown[0] if shown else None
     symbols: dict[str, Any] = {**_request_symbols(s), "smallest_count": None,
                                "fits_one_gpu_accumulating": False, "largest_gpu": None,
-                               "micro_batch": profile.batch_size if profile else None,
-                               "stack": s.stack.id if s.stack else None}  # fmt: skip
+                               "micro_batch": profile.batch_size if profile else None}  # fmt: skip
     if top is not None:
         smallest = min(c.count for c in kept if c.gpu.id == top.gpu.id)
         symbols["smallest_count"] = float(smallest)

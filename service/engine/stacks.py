@@ -64,20 +64,20 @@ COMPILED_LOSS_KEPT = {"chunked": 2.0}
 COMPILED_LOSS_SHARE = {"chunked": 2.25 / 14.0}
 
 
+def _of_loss(stack: Stack, eager: Mapping[str, float], compiled: Mapping[str, float]) -> float:
+    """``stack``'s loss's figure in ``eager``, or in ``compiled`` where it compiles it."""
+    loss = stack.get("loss")
+    return compiled.get(loss, eager[loss]) if stack.kernels == "compiled" else eager[loss]
+
+
 def loss_kept(stack: Stack) -> float:
     """Bytes a logit ``stack``'s loss keeps for backward."""
-    loss = stack.get("loss")
-    if stack.kernels == "compiled":
-        return COMPILED_LOSS_KEPT.get(loss, LOSS_KEPT[loss])
-    return LOSS_KEPT[loss]
+    return _of_loss(stack, LOSS_KEPT, COMPILED_LOSS_KEPT)
 
 
 def loss_share(stack: Stack) -> float:
     """The share of eager PyTorch's whole-logits loss ``stack``'s loss holds at its peak."""
-    loss = stack.get("loss")
-    if stack.kernels == "compiled":
-        return COMPILED_LOSS_SHARE.get(loss, LOSS_SHARE[loss])
-    return LOSS_SHARE[loss]
+    return _of_loss(stack, LOSS_SHARE, COMPILED_LOSS_SHARE)
 
 
 # activation offloading keeps this many layers' activations on the GPU (the one computing
