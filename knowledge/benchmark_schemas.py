@@ -6,6 +6,7 @@ the GPU aliases and reports the rows it cannot resolve.
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
 from marshmallow import Schema, ValidationError, fields, post_load, validate, validates_schema
@@ -212,6 +213,15 @@ BENCHMARK_TABLES: dict[str, type[_BenchmarkRowSchema]] = {
 SUBMITTED_SUITE = "submitted"
 
 
+class _Whole(fields.Integer):
+    """An integer that refuses a fractional number (``Integer`` turns 2.5 into 2)."""
+
+    def _validated(self, value: Any) -> int:
+        if isinstance(value, float) and math.isfinite(value) and not value.is_integer():
+            raise self.make_error("invalid", input=value)
+        return super()._validated(value)
+
+
 class SubmittedRowSchema(LambdaRowSchema):
     """A training-throughput measurement a user submits (``POST /v1/benchmarks``): the
     columns and checks of Lambda's table, which is what the performance model learns
@@ -219,7 +229,11 @@ class SubmittedRowSchema(LambdaRowSchema):
 
     suite = fields.String(load_default=SUBMITTED_SUITE, validate=validate.Equal(SUBMITTED_SUITE))
     nvlink = fields.Boolean(load_default=None, allow_none=True)
-    batch_size_global = fields.Integer(load_default=None, allow_none=True, validate=_POSITIVE)
+    gpu_count = _Whole(required=True, validate=validate.Range(1, 100000))
+    # at most 100,000 GPUs × the largest memory over 16 bytes a sample (knowledge.row_bounds)
+    batch_size_global = _Whole(
+        load_default=None, allow_none=True, validate=validate.Range(1, 10**16)
+    )
     batch_size_per_gpu = _positive(required=True)
     throughput_unit = fields.String(load_default="samples/s", validate=validate.Length(1, 40))
     system = fields.String(load_default="", validate=validate.Length(max=200))

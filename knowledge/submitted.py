@@ -3,13 +3,14 @@
 The curated tables under ``knowledge/data`` stay the base. Rows users submit
 (``POST /v1/benchmarks``) are validated by :class:`SubmittedRowSchema` (Lambda's
 columns, the table the performance model learns from), their GPU and workload resolved
-against the base, and kept apart; :func:`layered` makes a :class:`Knowledge` with them
-added, whose version says so (``<base>+s<digest>``), so that nothing fitted on one is
-mistaken for the other.
+against the base, held to physical bounds (:mod:`knowledge.row_bounds`), and kept
+apart; :func:`layered` makes a :class:`Knowledge` with them added, whose version says
+so (``<base>+s<digest>``), so that nothing fitted on one is mistaken for the other.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 import hashlib
 from collections.abc import Iterable, Sequence
@@ -22,8 +23,7 @@ from knowledge import records
 from knowledge.benchmark_schemas import SubmittedRowSchema
 from knowledge.catalog import Knowledge
 from knowledge.loader import flatten_messages
-
-KIND = "training-throughput"
+from knowledge.row_bounds import KIND, RowBounds
 
 
 @dataclass(frozen=True)
@@ -34,11 +34,17 @@ class RowError:
 
 
 def check_rows(
-    knowledge: Knowledge, rows: Sequence[Any]
+    knowledge: Knowledge,
+    rows: Sequence[Any],
+    bounds: RowBounds | None = None,
+    today: dt.date | None = None,
 ) -> tuple[list[records.Benchmark], list[RowError]]:
-    """Validate and link each row; every fault of every row is reported (none is stored
+    """Validate and link each row, and hold it to ``bounds`` (by default those the curated
+    rows give; ``today``: UTC's); every fault of every row is reported (none is stored
     unless the list of errors is empty)."""
     schema = SubmittedRowSchema()
+    bounds = bounds or curated_bounds(knowledge)
+    today = today or dt.datetime.now(dt.UTC).date()
     out: list[records.Benchmark] = []
     errors: list[RowError] = []
     for index, raw in enumerate(rows):
@@ -69,9 +75,21 @@ def check_rows(
                     f"one of {', '.join(close or usable[:8])}",
                 )
             )
-        if gpu_id is not None and workload is not None:
+        if gpu_id is None or workload is None or workload.kind != KIND:
+            continue
+        faults = bounds.faults(bench, knowledge.gpus[gpu_id], workload, today)
+        errors += [RowError(index, f, m) for f, m in faults]
+        if not faults:
             out.append(replace(bench, gpu_id=gpu_id, model=workload.model))
     return out, errors
+
+
+def curated_bounds(knowledge: Knowledge) -> RowBounds:
+    """The bounds ``knowledge``'s own rows give (no FLOP counts), kept with it."""
+    found = knowledge.derived.get(("row-bounds", "curated"))
+    if not isinstance(found, RowBounds):
+        found = knowledge.derived[("row-bounds", "curated")] = RowBounds.of(knowledge)
+    return found
 
 
 def labelled(rows: Iterable[tuple[str, records.Benchmark]]) -> list[records.Benchmark]:

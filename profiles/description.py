@@ -263,6 +263,8 @@ def resolve(model: Any, catalog: Any) -> ResolvedModel:
         if set(model) != {"name"}:
             extra = sorted(set(model) - {"name"})
             raise InvalidDescription(f"model.{extra[0]}", "not allowed beside name")
+        if not isinstance(model["name"], str):
+            raise InvalidDescription("model.name", "must be a string: a catalog name or alias")
         return catalog.resolve(model["name"])
     if "hf_config" in model:
         if set(model) != {"hf_config"}:

@@ -13,7 +13,9 @@ from marshmallow import Schema, ValidationError, fields, post_load, validate, va
 
 TASKS = ("training", "fine-tuning", "inference")
 METHODS = ("full", "lora", "qlora")
+LORA_METHODS = ("lora", "qlora")  # the methods that take a lora_rank
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4")
+TRAINING_PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")  # int8 and int4: inference only
 OPTIMIZERS = ("adamw", "adam", "sgd", "sgd+momentum", "adafactor", "8-bit adam")
 CHECKPOINTING = ("none", "full", "selective")
 ATTENTION = ("flash", "materialized")
@@ -21,6 +23,15 @@ MAX_SEQ_LEN = 10_000_000
 # Recommenders train at millions of samples per GPU (Lambda's NCF rows: 10^7); the meta
 # device does not care about sizes, so the bound only stops absurd requests.
 MAX_BATCH = 100_000_000
+# the fields each task takes beside ``task``: any other is refused, naming the task it is for
+_ANY_TASK = ("batch_size", "precision", "image_size", "attention")
+_TRAINS = ("seq_len", "optimizer", "activation_checkpointing", "dataset_samples",
+           "dataset_tokens", "epochs")  # fmt: skip
+TASK_FIELDS: dict[str, tuple[str, ...]] = {
+    "training": (*_ANY_TASK, *_TRAINS),
+    "fine-tuning": (*_ANY_TASK, *_TRAINS, "method", "lora_rank"),
+    "inference": (*_ANY_TASK, "prompt_tokens", "output_tokens"),
+}
 
 
 @dataclass(frozen=True)
@@ -49,11 +60,12 @@ class Workload:
         return asdict(self)
 
 
-def _int(low: int, high: int, description: str) -> fields.Integer:
+def _int(low: int, high: int, description: str, required: bool = False) -> fields.Integer:
     return fields.Integer(
         validate=validate.Range(low, high, error=f"must be between {low} and {high}"),
         metadata={"description": description},
         strict=True,
+        required=required,
     )
 
 
@@ -64,7 +76,9 @@ class WorkloadSchema(Schema):
         metadata={"description": "fine-tuning only: full, lora or qlora (default full)"},
     )
     lora_rank = _int(1, 4096, "LoRA / QLoRA adapter rank (default 16)")
-    batch_size = _int(1, MAX_BATCH, "samples per step per GPU (data-parallel replica)")
+    batch_size = _int(
+        1, MAX_BATCH, "samples per step per GPU (data-parallel replica)", required=True
+    )
     seq_len = _int(1, MAX_SEQ_LEN, "tokens per sample (training and fine-tuning)")
     image_size = _int(8, 16384, "input height and width in pixels (vision models)")
     prompt_tokens = _int(1, MAX_SEQ_LEN, "inference: tokens in the prompt")
@@ -90,32 +104,18 @@ class WorkloadSchema(Schema):
 
     @validates_schema
     def _coherent(self, data: dict[str, Any], **_: Any) -> None:
-        task = data.get("task")
-        training = task in ("training", "fine-tuning")
+        """The rules across fields (the OpenAPI document states them too: its ``oneOf``
+        by task is made from :data:`TASK_FIELDS` and the tuples above)."""
+        task = data["task"]
         errors: dict[str, str] = {}
-        if "batch_size" not in data:
-            errors["batch_size"] = "Missing data for required field."
-        if task != "fine-tuning" and ("method" in data or "lora_rank" in data):
-            errors["method" if "method" in data else "lora_rank"] = "only for task fine-tuning"
-        if "lora_rank" in data and data.get("method") not in ("lora", "qlora"):
-            errors["lora_rank"] = "needs method lora or qlora"
-        if training:
-            for name in ("prompt_tokens", "output_tokens"):
-                if name in data:
-                    errors[name] = "only for task inference (use seq_len)"
-            if data.get("precision") in ("int8", "int4"):
-                errors["precision"] = "int8 and int4 are inference precisions"
-        else:
-            for name in (
-                "seq_len",
-                "optimizer",
-                "activation_checkpointing",
-                "dataset_samples",
-                "dataset_tokens",
-                "epochs",
-            ):
-                if name in data:
-                    errors[name] = "not used for inference"
+        for name in data.keys() - {"task", *TASK_FIELDS[task]}:
+            tasks = " or ".join(t for t, names in TASK_FIELDS.items() if name in names)
+            hint = " (use seq_len)" if name in ("prompt_tokens", "output_tokens") else ""
+            errors[name] = f"only for task {tasks}{hint}"
+        if "lora_rank" in data and data.get("method") not in LORA_METHODS:
+            errors.setdefault("lora_rank", "needs method lora or qlora")
+        if task != "inference" and data.get("precision") not in (None, *TRAINING_PRECISIONS):
+            errors["precision"] = "int8 and int4 are inference precisions"
         if "dataset_samples" in data and "dataset_tokens" in data:
             errors["dataset_tokens"] = "give dataset_samples or dataset_tokens, not both"
         if errors:

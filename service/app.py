@@ -23,6 +23,7 @@ from service import api, errors, jobs, metrics, security, web
 from service.cache import RedisCache, make_cache
 from service.compute import ComputePool, seen
 from service.config import load_settings
+from service.embedded_store import EmbeddedStore
 from service.engine.profiling import ProfileService
 from service.engine.service import EstimateService
 from service.engine.traces import Bounds, TraceService
@@ -31,6 +32,7 @@ from service.local_jobs import LocalJobs
 from service.prices import PriceFile
 from service.state import AppState, attach, state
 from service.submissions import Quotas, SubmissionStore
+from service.uploads import analysis_job
 
 
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
@@ -40,12 +42,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.config.update(settings)
     security.configure_logging(settings["RIGHTSIZE_LOG_LEVEL"], settings["RIGHTSIZE_LOG_FORMAT"])
     knowledge = load_knowledge(settings["RIGHTSIZE_KNOWLEDGE_DIR"])
-    store = make_cache(
-        settings["RIGHTSIZE_REDIS_URL"],
-        settings["RIGHTSIZE_KEY_PREFIX"],
-        settings["RIGHTSIZE_REDIS_TIMEOUT_S"],
-        settings["RIGHTSIZE_MEMORY_CACHE_ITEMS"],
-    )
+    store = make_cache(settings)
     redis = store.client if isinstance(store, RedisCache) else None
     figures = metrics.Metrics()
     cache = metrics.CountingCache(store, figures)
@@ -61,7 +58,9 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         lambda kind, where: figures.compute.labels(kind, where).inc(),
         figures.profile.observe,
         settings["RIGHTSIZE_COMPUTE_PER_CLIENT"],
-        security.client_id,
+        security.tenant,
+        settings["RIGHTSIZE_COMPUTE_QUEUE"],
+        settings["RIGHTSIZE_COMPUTE_WAIT_S"],
     )
 
     def observe_profile(seconds: float) -> None:
@@ -109,7 +108,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
             layers=Layers(estimates, submissions, prices),
             prices=prices,
             compute=compute,
-            local_jobs=LocalJobs(settings["RIGHTSIZE_TRACE_TTL_S"]),
+            local_jobs=_local_jobs(store, settings, traces),
         ),
     )
     # werkzeug refuses larger bodies with 413 before reading them; JSON endpoints are
@@ -142,6 +141,20 @@ def compute_app(config: Mapping[str, Any]) -> Flask:
     with app.app_context():
         state().estimates.warm()
     return app
+
+
+def _local_jobs(store: Any, settings: Mapping[str, Any], traces: TraceService) -> LocalJobs | None:
+    """The embedded set-up's background jobs, kept in its store (with Redis: the queue)."""
+    if not isinstance(store, EmbeddedStore):
+        return None
+    handlers = {"trace": analysis_job(traces)}
+    return LocalJobs(
+        store,
+        settings["RIGHTSIZE_TRACE_TTL_S"],
+        handlers,
+        runners=settings["RIGHTSIZE_TRACE_JOBS"],
+        per_owner=settings["RIGHTSIZE_TRACE_JOBS_PER_KEY"],
+    )
 
 
 def _queue_depth(client: Any) -> float:

@@ -1,6 +1,8 @@
-"""Result cache: Redis when ``RIGHTSIZE_REDIS_URL`` is set, an in-process LRU otherwise.
+"""The store of answers, traces and profiles: Redis when ``RIGHTSIZE_REDIS_URL`` is set,
+else SQLite on disk (:mod:`service.embedded_store`); an in-process LRU backs Redis while it
+is away.
 
-Both store bytes under string keys with a time to live. The Redis cache never raises on
+Each stores bytes under string keys with a time to live. The Redis cache never raises on
 a lost connection during a request: while Redis is away, entries go to an in-process
 LRU (the fallback) and are read back from it, so a profile or trace stored during an
 outage still resolves on this process, before and after Redis returns; ``set`` says
@@ -14,9 +16,12 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import redis
+
+from service.embedded_store import EmbeddedStore
 
 log = logging.getLogger(__name__)
 
@@ -29,11 +34,18 @@ class Cache(Protocol):
         """False while the shared store is away (what it holds cannot be read now)."""
         ...
 
+    @property
+    def shared(self) -> bool:
+        """Whether what one process stores, the others read now (a compute process may
+        then answer a whole request and store it)."""
+        ...
+
     def get(self, key: str) -> bytes | None: ...
 
-    def set(self, key: str, value: bytes, ttl_s: int) -> bool:
-        """Store; ``True`` when the entry is shared (Redis) or there is nothing to share
-        with (the embedded default), ``False`` when only this process holds it."""
+    def set(self, key: str, value: bytes, ttl_s: int, durable: bool = False) -> bool:
+        """Store; ``True`` when the entry is shared (Redis, the embedded store),
+        ``False`` when only this process holds it. ``durable``: an object a client was
+        given an id for (kept until it expires, never evicted for room)."""
         ...
 
     def delete(self, key: str) -> None: ...
@@ -46,6 +58,7 @@ class MemoryCache:
 
     backend = "memory"
     reachable = True
+    shared = False
 
     def __init__(self, max_items: int) -> None:
         self._items: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
@@ -64,7 +77,7 @@ class MemoryCache:
             self._items.move_to_end(key)
             return value
 
-    def set(self, key: str, value: bytes, ttl_s: int) -> bool:
+    def set(self, key: str, value: bytes, ttl_s: int, durable: bool = False) -> bool:
         with self._lock:
             self._items[key] = (time.monotonic() + ttl_s, value)
             self._items.move_to_end(key)
@@ -106,7 +119,11 @@ class RedisCache:
             return value
         return self.fallback.get(key) if len(self.fallback) else None
 
-    def set(self, key: str, value: bytes, ttl_s: int) -> bool:
+    @property
+    def shared(self) -> bool:
+        return self.reachable
+
+    def set(self, key: str, value: bytes, ttl_s: int, durable: bool = False) -> bool:
         try:
             self.client.set(self.prefix + key, value, ex=ttl_s)
         except redis.RedisError as exc:
@@ -147,7 +164,13 @@ def redis_client(url: str, timeout_s: float) -> redis.Redis:
     )
 
 
-def make_cache(redis_url: str | None, prefix: str, timeout_s: float, max_items: int) -> Cache:
-    if redis_url is None:
-        return MemoryCache(max_items)
-    return RedisCache(redis_client(redis_url, timeout_s), prefix, max_items)
+def make_cache(settings: Mapping[str, Any]) -> Cache:
+    """Redis where ``RIGHTSIZE_REDIS_URL`` is set, else the embedded store on disk."""
+    url = settings["RIGHTSIZE_REDIS_URL"]
+    if url is None:
+        path, most = settings["RIGHTSIZE_STORE_FILE"], settings["RIGHTSIZE_STORE_MAX_BYTES"]
+        return EmbeddedStore(path, most)
+    client = redis_client(url, settings["RIGHTSIZE_REDIS_TIMEOUT_S"])
+    return RedisCache(
+        client, settings["RIGHTSIZE_KEY_PREFIX"], settings["RIGHTSIZE_MEMORY_CACHE_ITEMS"]
+    )

@@ -54,6 +54,7 @@ def serve(host: str, port: int, workers: int | None, threads: int | None) -> Non
     from gunicorn.app.base import Application
 
     from service import create_app
+    from service.front import Bridge, FrontLimits
 
     try:
         app = create_app()
@@ -73,7 +74,7 @@ def serve(host: str, port: int, workers: int | None, threads: int | None) -> Non
                 self.cfg.set("threads", threads)
 
         def load(self) -> Any:
-            return app
+            return Bridge(app, self.cfg.threads, FrontLimits.of(app.config))
 
     click.echo(f"rightsize on http://{host}:{port} (API docs at /docs)")
     _Server().run()
@@ -122,14 +123,19 @@ def train(model_dir: Path | None) -> None:
     )
 
 
+SKIPPED_SHOWN = 20  # stored rows a retrain lists as skipped (the job's result has them all)
+
+
 @main.command()
 @_model_dir_option
 @click.option("--validate", "run_validation", is_flag=True, help="validate it too (minutes)")
 def retrain(model_dir: Path | None, run_validation: bool) -> None:
     """Fit the model on the curated rows and every submitted one (POST /v1/benchmarks);
-    running services switch to it without a restart."""
+    running services switch to it without a restart. Stored rows that no longer check are
+    skipped and listed; a refit that fails marks nothing (exit 1), the services keep their
+    model."""
     from profiles.catalog import Catalog
-    from service.submissions import SubmissionStore, validate_layer
+    from service.submissions import RetrainFailed, SubmissionStore, validate_layer
     from service.submissions import retrain as run_retrain
 
     settings = load_settings()
@@ -137,13 +143,23 @@ def retrain(model_dir: Path | None, run_validation: bool) -> None:
     base = load_knowledge(settings["RIGHTSIZE_KNOWLEDGE_DIR"])
     store = SubmissionStore(settings["RIGHTSIZE_SUBMISSIONS_FILE"])
     catalog = Catalog.load()
-    with _progress("refitting the model on the curated and submitted rows ..."):
-        result = run_retrain(base, catalog, store, directory)
+    try:
+        with _progress("refitting the model on the curated and submitted rows ..."):
+            result = run_retrain(base, catalog, store, directory)
+    except RetrainFailed as exc:
+        raise click.ClickException(str(exc)) from None
     click.echo(
         f"model on knowledge {result['knowledge_version']}: {result['submitted_rows']} "
         f"submitted rows with the curated ones ({result['rows_fitted']} single-GPU rows "
         f"fitted, {result['built_s']:.1f} s); marked in {store.trained_path}"
     )
+    skipped = result["skipped"]
+    if skipped:
+        click.echo(f"{len(skipped)} stored rows skipped (not fitted):")
+        for row in skipped[:SKIPPED_SHOWN]:
+            click.echo(f"  {row['id']}: {row['reason']}")
+        if len(skipped) > SKIPPED_SHOWN:
+            click.echo(f"  ... and {len(skipped) - SKIPPED_SHOWN} more")
     if run_validation:
         with _progress("validating the refitted model (minutes) ..."):
             found = validate_layer(base, catalog, store, directory)

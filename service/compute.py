@@ -21,9 +21,13 @@ Work nobody waits for is called off: a request thread waits for its child in sho
 steps, and when its client has gone (:mod:`service.connection`) or its time is up, the
 task is dropped if it was still waiting for a child, or called off in the child, which
 stops it at its next time-limit check (:mod:`profiles.interrupt`) and stays warm; a child
-that does not stop within :data:`CALL_OFF_S` is killed and replaced. One client may have
-:attr:`ComputePool.per_client` tasks running or waiting per worker (429 beyond), so that
-the children's time is shared between clients.
+that does not stop within :data:`CALL_OFF_S` is killed and replaced.
+
+Who gets a child is :mod:`service.fair_line`'s choice: fair between tenants (a key, else a
+network), long work kept to all children but one so that light work always finds one, at
+most :attr:`ComputePool.queue` tasks waiting, none longer than ``wait_s`` (503 and
+``Retry-After``). One tenant may have :attr:`ComputePool.per_client` tasks running or
+waiting per worker (429 beyond).
 
 A child that dies is replaced and the request it had is computed in the worker. Until
 :meth:`ComputePool.start` (tests, the CLI, the rq worker) everything runs in the caller.
@@ -41,12 +45,13 @@ import os
 import threading
 import time
 import traceback
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
+from pathlib import Path
 from typing import Any, TypeVar
 
 from flask import Flask, Request, Response, g, has_request_context
@@ -54,11 +59,13 @@ from flask import request as current_request
 from werkzeug.test import EnvironBuilder
 
 from profiles import interrupt
+from profiles.depth import expected_long
 from profiles.description import ResolvedModel
 from profiles.workload import Workload
 from service import connection
 from service.engine.errors import Abandoned, Busy, TooSlow
 from service.engine.profiling import count_here
+from service.fair_line import LIGHT_S, FairLine, Full, Turn
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +80,8 @@ STEP_S = 0.1
 # (a time-limit check comes every operator counted and every candidate ranked)
 CALL_OFF_S = 5.0
 RETRY_AFTER_S = 2
+READY = "ready"  # what a child says once its app is built, before its first task
+BOOT_S = 600.0  # how long a child may take to say so before it is replaced
 
 # a child's copy of the app (set by _boot, in the child only)
 _APP: Flask | None = None
@@ -105,6 +114,7 @@ def _child(
     the worker's end of the pipe closes. ``called_off`` (shared memory) holds the number
     of a task the worker called off: the running task's time-limit checks see it."""
     _boot(config, niceness, build)
+    tasks.send((0, READY))
     running = [0]
     interrupt.install(lambda: called_off.value == running[0])
     while True:
@@ -193,10 +203,6 @@ def _answer(
     return status, sent, response.get_data(), list(_SEEN)
 
 
-def _ready() -> bool:
-    return _APP is not None
-
-
 def _sleep(seconds: float) -> float:
     """A task that takes ``seconds`` unless called off (tests of calling off)."""
     until = time.monotonic() + seconds
@@ -221,62 +227,29 @@ class _Died(Exception):
     """The child a task was given to died (its pipe closed)."""
 
 
-@dataclass
-class _Turn:
-    """A request's place in the line for a child: set once it has one."""
-
-    ready: threading.Event = field(default_factory=threading.Event)
-    child: _Process | None = None
+class _Demoted(Exception):
+    """A task passed :data:`service.fair_line.LIGHT_S` with every long slot taken: called
+    off, it waits again as long work."""
 
 
-class _Line:
-    """Idle children, handed to the requests waiting for one in the order they came. (A
-    queue's waiters, each waking every STEP_S to look at its client, would lose their
-    place each time: the new work's p99 was 17 s against a p50 of 2 s under bench_load.)"""
+_TICK_HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
-    def __init__(self) -> None:
-        self._idle: list[_Process] = []
-        self._waiting: deque[_Turn] = deque()
-        self._lock = threading.Lock()
 
-    def join(self) -> _Turn:
-        turn = _Turn()
-        with self._lock:
-            if self._idle and not self._waiting:
-                turn.child = self._idle.pop()
-                turn.ready.set()
-            else:
-                self._waiting.append(turn)
-        return turn
-
-    def leave(self, turn: _Turn) -> None:
-        """Give up ``turn``; a child it got meanwhile goes to the next in line."""
-        with self._lock:
-            if not turn.ready.is_set():
-                self._waiting.remove(turn)
-                return
-        if turn.child is not None:
-            self.give(turn.child)
-
-    def give(self, child: _Process) -> None:
-        with self._lock:
-            if self._waiting:
-                turn = self._waiting.popleft()
-                turn.child = child
-                turn.ready.set()
-            else:
-                self._idle.append(child)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._idle.clear()
+def _cpu_s(pid: int | None) -> float | None:
+    """The CPU-seconds process ``pid`` has used (None where /proc does not say)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / _TICK_HZ
 
 
 class ComputePool:
     """``processes`` children per worker process (0: none, everything in the caller), each
     with the app ``build(config)`` makes (a module-level function: the children import it).
-    ``per_client``: tasks one client may have running or waiting here (0: no limit), the
-    client being who ``client()`` says asks."""
+    ``per_client``: tasks one tenant may have running or waiting here (0: no limit), the
+    tenant being who ``client()`` says asks; ``queue``: tasks that may wait; ``wait_s``:
+    the longest a task waits for a child (503 beyond)."""
 
     def __init__(
         self,
@@ -288,10 +261,14 @@ class ComputePool:
         profiled: Callable[[float], None] | None = None,
         per_client: int = 0,
         client: Callable[[], str] = lambda: "-",
+        queue: int = 8,
+        wait_s: float = 10.0,
     ) -> None:
         self.processes = processes
         self.niceness = niceness
         self.per_client = per_client
+        self.queue = queue
+        self.wait_s = wait_s
         self._client = client  # who is asking, in a request (its key, else its address)
         self._build = build
         self._observe = observe  # (kind, where): where each task ran, child or worker
@@ -302,9 +279,12 @@ class ComputePool:
         self._config = {k: v for k, v in config.items() if k.startswith("RIGHTSIZE_")}
         self._context = multiprocessing.get_context("spawn")
         self._children: dict[int, _Process] = {}
-        self._line = _Line()
+        # with one child, long work may have it (nothing could run it otherwise)
+        self._line = FairLine(processes - 1 if processes > 1 else None, queue)
         self._numbers = itertools.count(1)
         self._clients: Counter[str] = Counter()
+        self._some_ready = threading.Event()  # a child has built its app
+        self._ready: set[int] = set()  # the children that have (by pid)
         self._running = False
         self._lock = threading.Lock()
 
@@ -321,19 +301,26 @@ class ComputePool:
         """What ``/readyz`` reports: the children this worker should have and has alive."""
         with self._lock:
             alive = sum(child.process.is_alive() for child in self._children.values())
+            ready = len(self._ready)
         if self.processes == 0:
             detail = "no compute processes: profiles and rankings run in the worker"
         elif not self._running:
             detail = "not started: everything runs in the caller (outside gunicorn)"
         else:
-            detail = f"{alive} of {self.processes} per worker alive, at nice {self.niceness}"
+            detail = (
+                f"{alive} of {self.processes} per worker alive, {ready} ready, at nice "
+                f"{self.niceness}"
+            )
         return {
             "processes": self.processes,
             "running": self._running,
             "alive": alive,
+            "ready": ready,
             "replaced": self.replaced,
             "called_off": self.called_off,
             "per_client": self.per_client,
+            "waiting": self._line.waiting(),
+            "displaced": self._line.displaced,
             "detail": detail,
         }
 
@@ -351,15 +338,19 @@ class ComputePool:
             self._running = False
             children, self._children = list(self._children.values()), {}
             self._line.clear()
+            self._some_ready.clear()
+            self._ready.clear()
         for child in children:
             _end(child)
 
     def wait_ready(self, timeout_s: float) -> bool:
         """Whether a child has built its app within ``timeout_s`` (it waits for one)."""
-        return bool(self._run("ready", timeout_s, lambda: False, _ready))
+        return self._some_ready.wait(timeout_s)
 
     def _spawn(self) -> None:
-        """A new child, idle (its app builds before it takes its first task); under the lock."""
+        """A new child, in line once its app is built (until then, what it would do runs
+        in the worker, not behind its start: a first request once waited for the app to
+        build past its own limit, and was told it asked for too much); under the lock."""
         mine, theirs = self._context.Pipe()
         called_off = self._context.RawValue("q", 0)
         process = self._context.Process(
@@ -373,11 +364,31 @@ class ComputePool:
         child = _Process(process, mine, called_off)
         assert process.pid is not None
         self._children[process.pid] = child
+        welcome = threading.Thread(target=self._welcome, args=(child,), daemon=True)
+        welcome.start()
+
+    def _welcome(self, child: _Process) -> None:
+        """Put ``child`` in line once it says it is ready (replace it if it never does)."""
+        try:
+            ready = child.tasks.poll(BOOT_S) and child.tasks.recv() == (0, READY)
+        except (EOFError, OSError):
+            return  # ended meanwhile (the pool stopped, or it was replaced)
+        if not ready:
+            log.warning("a compute process did not start within %g s; replacing it", BOOT_S)
+            self._replace(child)
+            return
+        with self._lock:
+            if child.process.pid not in self._children:
+                return
+            self._ready.add(child.process.pid)
+        self._some_ready.set()
         self._line.give(child)
 
     def _replace(self, child: _Process) -> None:
         """End ``child`` (dead, or not stopping) and start another in its place."""
+        self._line.forget(child)
         with self._lock:
+            self._ready.discard(child.process.pid or 0)
             mine = self._children.pop(child.process.pid or 0, None) is not None
             if mine:
                 self.replaced += 1
@@ -385,9 +396,13 @@ class ComputePool:
                     self._spawn()
         _end(child)
 
+    def tenant(self) -> str:
+        """Who the request's work is counted for (``-`` outside a request)."""
+        return self._client() if has_request_context() else "-"
+
     @contextmanager
     def admitted(self) -> Iterator[None]:
-        """Count the request's new work against its client's share (429 beyond it); a
+        """Count the request's new work against its tenant's share (429 beyond it); a
         request is counted once, however many tasks it hands over."""
         if self.per_client <= 0 or not has_request_context() or g.get("compute_admitted"):
             yield
@@ -413,34 +428,50 @@ class ComputePool:
                     del self._clients[client]
 
     def _run(
-        self, kind: str, timeout_s: float, here: Callable[[], T], fn: Callable[..., T], *args: Any
+        self,
+        kind: str,
+        timeout_s: float,
+        here: Callable[[], T],
+        fn: Callable[..., T],
+        *args: Any,
+        long: bool = False,
     ) -> T:
         """``fn(*args)`` in a child (``here()`` in the caller without children, or when the
-        child died), within ``timeout_s`` from now."""
+        child died), within ``timeout_s`` from now; ``long``: known to be long work."""
         with self.admitted():
-            if not self._running:
+            if not self._running or not self._ready:  # none has built its app yet
                 return self._here(kind, here)
             until = time.monotonic() + timeout_s
             gone = connection.probe(current_request.environ) if has_request_context() else None
-            child = self._take(until, timeout_s, gone)
-            if child is None:
-                log.warning("a compute process died; starting another, this request runs here")
-                return self._here(kind, here)
-            try:
-                found: T = self._ask(child, until, timeout_s, gone, fn, args)
-            except _Died:
-                log.warning("a compute process died; starting another, this request runs here")
-                self._replace(child)
-                return self._here(kind, here)
+            tenant = self.tenant()
+            while True:
+                child = self._take(min(until, time.monotonic() + self.wait_s), gone, tenant, long)
+                if child is None:
+                    log.warning("a compute process died; another starts, this request runs here")
+                    return self._here(kind, here)
+                try:
+                    found: T = self._ask(child, until, timeout_s, gone, fn, args)
+                except _Demoted:
+                    long = True  # it waits again, for a long slot
+                    continue
+                except _Died:
+                    log.warning("a compute process died; another starts, this request runs here")
+                    self._replace(child)
+                    return self._here(kind, here)
+                break
         self._note(kind, "child")
         return found
 
     def _take(
-        self, until: float, timeout_s: float, gone: Callable[[], bool] | None
+        self, until: float, gone: Callable[[], bool] | None, tenant: str, long: bool
     ) -> _Process | None:
-        """An idle child (None: the one found had died, and was replaced), waiting in line
-        while the client is there and the time lasts."""
-        turn = self._line.join()
+        """A child for ``tenant``'s task (None: the one found had died, and was replaced),
+        waiting in line while the client is there, until ``until`` at the latest."""
+        try:
+            turn: Turn = self._line.join(tenant, long)
+        except Full as exc:
+            self.called_off += 1
+            raise Busy(f"{exc}; nothing was computed: try again shortly", RETRY_AFTER_S) from None
         while not turn.ready.wait(STEP_S):
             if gone is not None and gone():
                 self._line.leave(turn)
@@ -450,10 +481,13 @@ class ComputePool:
                 self._line.leave(turn)
                 self.called_off += 1
                 raise Busy(
-                    f"every compute process was busy for {timeout_s:g} s; nothing was "
-                    "computed: try again shortly",
+                    f"no compute process was free for this request within "
+                    f"{self.wait_s:g} s; nothing was computed: try again shortly",
                     RETRY_AFTER_S,
                 )
+        if turn.refused is not None:
+            self.called_off += 1
+            raise Busy(f"{turn.refused}; nothing was computed: try again shortly", RETRY_AFTER_S)
         child = turn.child
         assert child is not None
         if child.process.is_alive():
@@ -470,27 +504,44 @@ class ComputePool:
         fn: Callable[..., T],
         args: tuple[Any, ...],
     ) -> T:
-        """``fn(*args)`` run by ``child``; called off when the client goes or time is up."""
+        """``fn(*args)`` run by ``child``; called off when the client goes, time is up, or
+        it runs long while the long slots are taken (:class:`_Demoted`)."""
         number = next(self._numbers)
+        cpu_at = _cpu_s(child.process.pid)
+        began, long = time.monotonic(), False
         try:
             child.tasks.send((number, fn, args))
             while True:
                 if child.tasks.poll(STEP_S):
                     answered, result = child.tasks.recv()
                     if answered == number:
-                        self._line.give(child)
+                        self._line.done(child, self._used(child, cpu_at, began))
                         return result
                     continue
                 if gone is not None and gone():
-                    self._call_off(child, number)
+                    self._call_off(child, number, cpu_at, began)
                     raise Abandoned()
                 if time.monotonic() > until:  # the child's own limits did not stop it
-                    self._call_off(child, number)
+                    self._call_off(child, number, cpu_at, began)
                     raise TooSlow(timeout_s)
+                if not long and self._used(child, cpu_at, began) > LIGHT_S:
+                    long = True
+                    if not self._line.run_long(child):
+                        self._call_off(child, number, cpu_at, began)
+                        raise _Demoted()
         except (EOFError, OSError, BrokenPipeError):
             raise _Died() from None
 
-    def _call_off(self, child: _Process, number: int) -> None:
+    @staticmethod
+    def _used(child: _Process, cpu_at: float | None, began: float) -> float:
+        """What ``child`` has spent on its task: CPU-seconds, or seconds where /proc does
+        not say."""
+        now = _cpu_s(child.process.pid)
+        if now is None or cpu_at is None:
+            return time.monotonic() - began
+        return now - cpu_at
+
+    def _call_off(self, child: _Process, number: int, cpu_at: float | None, began: float) -> None:
         """Stop task ``number`` in ``child``: the child is given back once it has, or
         killed and replaced past :data:`CALL_OFF_S` (in the background: the caller's answer
         does not wait)."""
@@ -502,7 +553,7 @@ class ComputePool:
             try:
                 while (left := until - time.monotonic()) > 0:
                     if child.tasks.poll(left) and child.tasks.recv()[0] == number:
-                        self._line.give(child)
+                        self._line.done(child, self._used(child, cpu_at, began))
                         return
             except (EOFError, OSError):
                 pass
@@ -529,17 +580,19 @@ class ComputePool:
             model,
             workload,
             limit_s,
+            long=expected_long(model),
         )
         if isinstance(found, _Failure):
             raise found.rebuilt()
         return found
 
     def answer(
-        self, request: Request, request_id: str, timeout_s: float, shared: bool
+        self, request: Request, request_id: str, timeout_s: float, shared: bool, long: bool = False
     ) -> Response | None:
         """``request`` answered by a child (its log lines under ``request_id``), or None
         where the caller must answer it: the cache is not ``shared`` (what a child stored,
-        the workers would not read), there are no children, or one died."""
+        the workers would not read), there are no children, or one died. ``long``: known
+        to be long work."""
         if not shared:
             return self._here("recommendation", lambda: None)
         headers = [(k, v) for k, v in request.headers.items()
@@ -555,6 +608,7 @@ class ComputePool:
             request.query_string.decode("latin-1"),
             headers,
             request.get_data(),
+            long=long,
         )
         if found is None:
             return None

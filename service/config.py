@@ -2,10 +2,12 @@
 
 | variable | default | meaning |
 | --- | --- | --- |
-| ``RIGHTSIZE_REDIS_URL`` | unset | Redis (caches, traces, jobs, rate limits); unset: in-process |
+| ``RIGHTSIZE_REDIS_URL`` | unset | Redis (caches, traces, jobs, rate limits); unset: embedded |
+| ``RIGHTSIZE_STORE_FILE`` | ``$XDG_DATA_HOME/rightsize/store.sqlite3`` | the embedded store |
+| ``RIGHTSIZE_STORE_MAX_BYTES`` | 2 GiB | its size (cached answers make room; then 507) |
 | ``RIGHTSIZE_KNOWLEDGE_DIR`` | ``knowledge/data`` in the package | knowledge files to load |
 | ``RIGHTSIZE_CACHE_TTL_S`` | ``86400`` | lifetime of cached results |
-| ``RIGHTSIZE_MEMORY_CACHE_ITEMS`` | ``2048`` | capacity of the in-process fallback cache |
+| ``RIGHTSIZE_MEMORY_CACHE_ITEMS`` | ``2048`` | entries kept in process while Redis is away |
 | ``RIGHTSIZE_REDIS_TIMEOUT_S`` | ``0.5`` | socket timeout when talking to Redis |
 | ``RIGHTSIZE_KEY_PREFIX`` | ``rightsize:`` | prefix of every Redis key the service writes |
 | ``RIGHTSIZE_PROFILE_TIME_LIMIT_S`` | ``20`` | a profile that counts longer is stopped (422) |
@@ -17,6 +19,8 @@
 | ``RIGHTSIZE_TRACE_TIME_LIMIT_S`` | ``600`` | a background analysis is stopped past it |
 | ``RIGHTSIZE_TRACE_MEMORY_LIMIT_BYTES`` | 4 GiB | and past this resident memory |
 | ``RIGHTSIZE_TRACE_TTL_S`` | ``604800`` | how long trace analyses are kept |
+| ``RIGHTSIZE_TRACE_JOBS`` | ``2`` | trace analyses run at once (embedded; a key: one fewer) |
+| ``RIGHTSIZE_TRACE_JOBS_PER_KEY`` | ``4`` | trace jobs a key may have queued or running (429) |
 | ``RIGHTSIZE_RECOMMENDATION_TTL_S`` | ``7776000`` | recommendations stay citable (90 days) |
 | ``RIGHTSIZE_MODEL_DIR`` | ``~/.cache/rightsize`` | performance model cache (JSON only) |
 | ``RIGHTSIZE_LOG_LEVEL`` | ``INFO`` | |
@@ -27,10 +31,17 @@
 | ``RIGHTSIZE_REQUIRE_READ_KEY`` | ``false`` | reads need a key too (writes always do) |
 | ``RIGHTSIZE_RATE_LIMIT`` | ``600 per minute`` | per API key, else per client address |
 | ``RIGHTSIZE_CORS_ORIGINS`` | unset | browser origins allowed (comma-separated) |
-| ``RIGHTSIZE_COMPUTE_PROCESSES`` | ``1`` | per gunicorn worker: count profiles, rank new answers |
+| ``RIGHTSIZE_COMPUTE_PROCESSES`` | ``2`` | per gunicorn worker: count profiles, rank new answers |
 | ``RIGHTSIZE_COMPUTE_NICE`` | ``10`` | how much lower their CPU priority is (0-19) |
 | ``RIGHTSIZE_COMPUTE_PER_CLIENT`` | ``2`` | new work one client may have per worker (429 beyond) |
+| ``RIGHTSIZE_COMPUTE_QUEUE`` | ``8`` | new work that may wait per worker (503 beyond) |
+| ``RIGHTSIZE_COMPUTE_WAIT_S`` | ``10`` | the longest new work waits for a process (503) |
 | ``RIGHTSIZE_PROXY_HOPS`` | ``0`` | proxies in front whose X-Forwarded-For names the client |
+| ``RIGHTSIZE_HEADER_TIMEOUT_S`` | ``10`` | a request line and headers come within it (408) |
+| ``RIGHTSIZE_BODY_TIMEOUT_S`` | ``10`` | the longest pause in a body (408) |
+| ``RIGHTSIZE_BODY_MIN_RATE_BYTES_S`` | ``1024`` | a body's least mean rate (408) |
+| ``RIGHTSIZE_CONNECTIONS_PER_ADDRESS`` | ``64`` | per worker (429 beyond; 0: none) |
+| ``RIGHTSIZE_MAX_CONNECTIONS`` | ``1000`` | connections a worker holds (503 beyond) |
 | ``RIGHTSIZE_SUBMISSIONS_PER_KEY_PER_DAY`` | ``10000`` | benchmark rows a key may store a day |
 | ``RIGHTSIZE_SUBMISSIONS_MAX_ROWS`` | ``100000`` | benchmark rows stored in all (507 beyond) |
 | ``RIGHTSIZE_SUBMISSIONS_MAX_BYTES`` | 128 MiB | size of the submissions file (507 beyond) |
@@ -144,6 +155,8 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any]] = {
     "KNOWLEDGE_DIR": (str, None),
     "CACHE_TTL_S": (_positive_int, 86400),
     "MEMORY_CACHE_ITEMS": (_positive_int, 2048),
+    "STORE_FILE": (str, str(default_data_dir() / "store.sqlite3")),
+    "STORE_MAX_BYTES": (_positive_int, 2 * 2**30),
     "REDIS_TIMEOUT_S": (_positive_float, 0.5),
     "KEY_PREFIX": (str, "rightsize:"),
     "PROFILE_TIME_LIMIT_S": (_positive_float, 20.0),
@@ -155,6 +168,8 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any]] = {
     "TRACE_TIME_LIMIT_S": (_positive_float, 600.0),
     "TRACE_MEMORY_LIMIT_BYTES": (_positive_int, 4 * 2**30),
     "TRACE_TTL_S": (_positive_int, 604800),
+    "TRACE_JOBS": (_int_between(1, 64), 2),
+    "TRACE_JOBS_PER_KEY": (_int_between(1, 10_000), 4),
     "RECOMMENDATION_TTL_S": (_positive_int, 90 * 86400),
     "MODEL_DIR": (str, str(default_cache_dir())),
     "LOG_LEVEL": (_level, "INFO"),
@@ -165,10 +180,17 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any]] = {
     "REQUIRE_READ_KEY": (_bool, False),
     "RATE_LIMIT": (_rate, "600 per minute"),
     "CORS_ORIGINS": (_origins, ()),
-    "COMPUTE_PROCESSES": (_int_between(0, 64), 1),
+    "COMPUTE_PROCESSES": (_int_between(0, 64), 2),
     "COMPUTE_NICE": (_int_between(0, 19), 10),
     "COMPUTE_PER_CLIENT": (_int_between(0, 1000), 2),
+    "COMPUTE_QUEUE": (_int_between(1, 10_000), 8),
+    "COMPUTE_WAIT_S": (_positive_float, 10.0),
     "PROXY_HOPS": (_int_between(0, 10), 0),
+    "HEADER_TIMEOUT_S": (_positive_float, 10.0),
+    "BODY_TIMEOUT_S": (_positive_float, 10.0),
+    "BODY_MIN_RATE_BYTES_S": (_positive_int, 1024),
+    "CONNECTIONS_PER_ADDRESS": (_int_between(0, 1_000_000), 64),
+    "MAX_CONNECTIONS": (_int_between(1, 1_000_000), 1000),
     "SUBMISSIONS_PER_KEY_PER_DAY": (_positive_int, 10_000),
     "SUBMISSIONS_MAX_ROWS": (_positive_int, 100_000),
     "SUBMISSIONS_MAX_BYTES": (_positive_int, 128 * 2**20),

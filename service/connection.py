@@ -1,11 +1,11 @@
 """Whether the client of a request is still there, so that work nobody waits for stops.
 
-gunicorn hands the application the client's socket (``gunicorn.socket`` in the WSGI
-environment). While the request is being answered nothing else reads that socket, so a
-peek that finds the end of the stream means the client closed its side: it gave up (a
-timeout, a cancelled page). Bytes waiting there are a pipelined next request, not a
-departure. Other servers (the test client, werkzeug's) give no socket: nothing is known,
-and the work runs to its time limit as before.
+The front (:mod:`service.front.bridge`) listens to the connection while the app answers
+and says in ``rightsize.gone`` whether the client closed it: it gave up (a timeout, a
+cancelled page). gunicorn's threaded worker handed the application the client's socket
+instead (``gunicorn.socket``): a peek that finds the end of the stream means the same.
+Other servers (the test client, werkzeug's) give neither: nothing is known, and the work
+runs to its time limit as before.
 """
 
 from __future__ import annotations
@@ -17,6 +17,9 @@ from typing import Any
 
 def probe(environ: Mapping[str, Any]) -> Callable[[], bool] | None:
     """A function saying whether the client of ``environ`` has gone (None: cannot tell)."""
+    told = environ.get("rightsize.gone")
+    if callable(told):
+        return told
     sock = environ.get("gunicorn.socket")
     if not isinstance(sock, socket.socket):
         return None

@@ -1,11 +1,14 @@
 """gunicorn settings for the service: ``gunicorn -c python:service.gunicorn_conf
-'service:create_app()'`` (``rightsize serve`` reads the same file, then applies its own
-``--host``, ``--port``, ``--workers`` and ``--threads``).
+'service.front:front()'`` (``rightsize serve`` reads the same file, then applies its
+own ``--host``, ``--port``, ``--workers`` and ``--threads``).
 
-Environment: ``WEB_CONCURRENCY`` (worker processes; default 2 with Redis, 1 without, since
-a second process would not share the in-process cache), ``RIGHTSIZE_THREADS`` (threads a
-worker, default 16), ``RIGHTSIZE_BIND`` (default 0.0.0.0:8000), ``RIGHTSIZE_MAX_REQUESTS``
-(requests a worker serves before it is replaced, default 100,000; 0: never).
+Each worker is an asyncio event loop (:mod:`service.front`): connections cost no thread;
+a whole request runs in one of the worker's threads.
+
+Environment: ``WEB_CONCURRENCY`` (worker processes; default 2 with Redis, 1 without),
+``RIGHTSIZE_THREADS`` (threads a worker runs requests in, default 32),
+``RIGHTSIZE_BIND`` (default 0.0.0.0:8000), ``RIGHTSIZE_MAX_REQUESTS`` (requests a worker
+serves before it is replaced, default 100,000; 0: never; nothing stored is lost).
 """
 
 from __future__ import annotations
@@ -18,9 +21,9 @@ workers = int(
     os.environ.get("WEB_CONCURRENCY") or (2 if os.environ.get("RIGHTSIZE_REDIS_URL") else 1)
 )
 # many threads: most of a worker's threads wait (for Redis, or for a compute process,
-# without the interpreter lock) while a few send cached answers
-threads = int(os.environ.get("RIGHTSIZE_THREADS", "16"))
-worker_class = "gthread"
+# without the interpreter lock) while a few send cached answers; a connection holds none
+threads = int(os.environ.get("RIGHTSIZE_THREADS", "32"))
+worker_class = "service.front.worker.Worker"
 # a profile is stopped after RIGHTSIZE_PROFILE_TIME_LIMIT_S (20 s); the slowest answers
 # (a cold recommendation over every GPU) take under a second: 60 s kills only a stuck worker
 timeout = 60
@@ -36,10 +39,7 @@ max_requests_jitter = max_requests // 10
 # the app logs every request itself, as JSON with its request id
 accesslog = None
 errorlog = "-"
-# refuse absurd request lines and headers before Flask sees them
-limit_request_line = 8190
-limit_request_fields = 100
-limit_request_field_size = 8190
+# request lines and headers are held by the front (service.front.protocol)
 
 
 def post_worker_init(worker: Any) -> None:
@@ -48,15 +48,18 @@ def post_worker_init(worker: Any) -> None:
     compute processes (service/compute.py)."""
     from service.state import state
 
-    with worker.wsgi.app_context():
+    with worker.wsgi.flask.app_context():
         state().estimates.warm()
         state().layers.watch()  # the retrained model and refreshed prices, when they change
         state().compute.start()
+        local_jobs = state().local_jobs
+        if local_jobs is not None:  # jobs a restart cut short run again
+            local_jobs.start()
 
 
 def worker_exit(server: Any, worker: Any) -> None:
     """A worker leaving (replaced, or the server stopping) stops its compute processes."""
     from service.state import state
 
-    with worker.wsgi.app_context():
+    with worker.wsgi.flask.app_context():
         state().compute.stop()

@@ -6,7 +6,8 @@ within its time and memory limits (:func:`service.engine.traces.ingest_file`), a
 stores the analysis like a synchronous upload would. ``submit_retrain`` queues
 ``retrain_job``: the model fitted again on the curated and submitted benchmark rows
 (and, if asked, validated). A job reports its progress in its metadata, and a failed job
-the reason, for ``GET /v1/jobs/{id}``.
+the reason, for ``GET /v1/jobs/{id}``; a trace's job is its owner's (the key that
+uploaded it, in the job's metadata), as the trace is.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ def submit(
         job_timeout=int(bounds.time_limit_s) + 60,
         result_ttl=ttl_s,
         failure_ttl=ttl_s,
+        meta={"owner": options.owner},
     )
     return str(job.id)
 
@@ -145,18 +147,27 @@ def submit_retrain(client: redis.Redis, settings: dict[str, Any], validate: bool
 
 
 def retrain_job(paths: dict[str, Any], validate: bool) -> dict[str, Any]:
-    """Run in an rq worker: refit on the curated and submitted rows, optionally validate."""
+    """Run in an rq worker: refit on the curated and submitted rows, optionally validate.
+    The result lists the stored rows skipped; a refit that fails marks nothing (the
+    services keep their model) and fails the job with the reason in its metadata."""
     from pathlib import Path
 
     from knowledge import load_knowledge
     from profiles.catalog import Catalog
-    from service.submissions import SubmissionStore, retrain, validate_layer
+    from service.submissions import RetrainFailed, SubmissionStore, retrain, validate_layer
 
     _progress("fitting")
     base = load_knowledge(paths["knowledge_dir"])
     store = SubmissionStore(paths["submissions_file"])
     catalog = Catalog.load()
-    result = retrain(base, catalog, store, Path(paths["model_dir"]))
+    try:
+        result = retrain(base, catalog, store, Path(paths["model_dir"]))
+    except RetrainFailed as exc:
+        job = get_current_job()
+        if job is not None:
+            job.meta["error"] = {"kind": "retrain-failed", "message": str(exc)}
+            job.save_meta()
+        raise
     if validate:
         _progress("validating")
         result["validation"] = validate_layer(base, catalog, store, Path(paths["model_dir"]))
@@ -188,9 +199,11 @@ def validate_job(paths: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
-def status(client: redis.Redis, job_id: str) -> dict[str, Any] | None:
+def status(client: redis.Redis, job_id: str) -> tuple[dict[str, Any], str | None] | None:
     """State of a job (None if unknown): queued, started, finished (with the trace id) or
-    failed (with the reason). A lost connection raises ``redis.RedisError`` (a 503)."""
+    failed (with the reason); and its owner, the key whose trace it analyses (None for
+    work no key owns: retraining, validation). A lost connection raises
+    ``redis.RedisError`` (a 503)."""
     try:
         job = Job.fetch(job_id, connection=client, serializer=JSONSerializer)
     except redis.RedisError:
@@ -210,4 +223,5 @@ def status(client: redis.Redis, job_id: str) -> dict[str, Any] | None:
             out["result"] = result
     elif out["status"] == "failed":
         out["error"] = job.meta.get("error") or {"kind": "failed", "message": "the job failed"}
-    return out
+    owner = job.meta.get("owner")
+    return out, str(owner) if owner is not None else None

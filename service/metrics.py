@@ -87,8 +87,8 @@ class CountingCache:
         self._metrics.cache.labels(kind, "hit" if found is not None else "miss").inc()
         return found
 
-    def set(self, key: str, value: bytes, ttl_s: int) -> bool:
-        return self.inner.set(key, value, ttl_s)
+    def set(self, key: str, value: bytes, ttl_s: int, durable: bool = False) -> bool:
+        return self.inner.set(key, value, ttl_s, durable)
 
     def delete(self, key: str) -> None:
         self.inner.delete(key)
@@ -99,6 +99,10 @@ class CountingCache:
     @property
     def reachable(self) -> bool:
         return self.inner.reachable
+
+    @property
+    def shared(self) -> bool:
+        return self.inner.shared
 
 
 def init_app(app: Flask, metrics: Metrics) -> None:

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import math
@@ -31,6 +32,7 @@ from flask_cors import CORS
 from flask_limiter import Limiter
 from werkzeug.wrappers import Response
 
+from service.engine.owners import NOBODY, Reader
 from service.errors import ApiError
 from service.keys import ApiKey, KeyFile, allows
 
@@ -105,6 +107,13 @@ def caller() -> ApiKey | None:
     return found
 
 
+def reader() -> Reader:
+    """Who this request reads stored traces and rows as: its key, if any (an admin's reads
+    everything)."""
+    key = caller()
+    return Reader(key.key_id, allows(key.role, "admin")) if key else NOBODY
+
+
 def keys() -> KeyFile:
     store: KeyFile = current_app.extensions["rightsize-keys"]
     return store
@@ -136,6 +145,25 @@ def client_id() -> str:
     except Unauthorised:
         key = None
     return f"key:{key.key_id}" if key else f"ip:{request.remote_addr or 'unknown'}"
+
+
+def tenant() -> str:
+    """Who shares the compute processes: the key, else the client's network (a /24, or an
+    IPv6 /64), so that the addresses of one network are one client, not one each (twelve
+    addresses each queued their own share and starved everyone else)."""
+    try:
+        key = caller()
+    except Unauthorised:
+        key = None
+    if key is not None:
+        return f"key:{key.key_id}"
+    address = request.remote_addr or ""
+    try:
+        found = ipaddress.ip_address(address)
+    except ValueError:
+        return f"ip:{address or 'unknown'}"
+    prefix = 24 if found.version == 4 else 64
+    return f"net:{ipaddress.ip_network(f'{found}/{prefix}', strict=False)}"
 
 
 def _limit_reset() -> str:

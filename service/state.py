@@ -39,7 +39,7 @@ class AppState:
     layers: Layers  # the curated model, or the one a retrain fitted with submitted rows
     prices: PriceFile  # refreshed cloud prices (admin)
     compute: ComputePool  # child processes for the CPU-heavy work (service.compute)
-    local_jobs: LocalJobs  # background jobs in this process, where there is no queue
+    local_jobs: LocalJobs | None  # the embedded set-up's background jobs (Redis: the queue)
 
 
 def attach(app: Flask, state: AppState) -> None:

@@ -14,13 +14,19 @@ the disk or the file-size limit refuses it, nothing of it stays and the caller h
 reader serves a batch only when all of it is there: a batch a crash cut short, never
 acknowledged, is never served, and the next write removes it.
 
+A row is its sender's (the key's id is stored with it): listed and read by that key and
+the administrators, and by everyone when it was sent shared (``share``), then without who
+sent it (:meth:`Stored.visible_to`, :meth:`Stored.seen_by`). Rows stored before the choice
+existed are not shared.
+
 Quotas (:class:`Quotas`): rows a batch, rows a key a day (UTC), rows and bytes in all.
 Readers keep an index of the file (rows, batches, rows by key and day) and read only what
 was appended since they last looked; the rows' checks against the knowledge are kept the
 same way.
 
 Retraining (``rightsize retrain`` or the admin job) fits the model on the curated rows
-plus every row stored so far and writes a marker beside the file (``*.trained.json``):
+plus every stored row that still checks (a row stored before a bound it breaks is skipped
+and reported, never fitted) and writes a marker beside the file (``*.trained.json``):
 which rows the trained model used. Services read the marker when it changes and switch
 to that model once it is built, never blocking a request on it.
 """
@@ -41,8 +47,10 @@ from pathlib import Path
 from typing import Any
 
 from knowledge import Knowledge, records
+from knowledge.row_bounds import RowBounds
 from knowledge.submitted import RowError, check_rows, layered
 from profiles.catalog import Catalog
+from service.engine.owners import Reader
 from service.files import FULL, FileTooLarge, StoreFull, locked, read_bounded, write_atomically
 
 log = logging.getLogger(__name__)
@@ -57,6 +65,10 @@ class RejectedBatch(ValueError):
     def __init__(self, errors: list[RowError]) -> None:
         super().__init__(f"{len(errors)} error(s) in the batch; nothing was stored")
         self.errors = errors
+
+
+class RetrainFailed(RuntimeError):
+    """The refit raised: no marker was written, so the services keep the model they use."""
 
 
 class OverQuota(Exception):
@@ -85,16 +97,39 @@ class Quotas:
 
 @dataclass(frozen=True)
 class Stored:
-    """One stored row: its id, its batch, who submitted it and when, and the row."""
+    """One stored row: its id, its batch, who submitted it and when, the row, and whether
+    its sender shared it with everyone (rows stored before the choice existed: not)."""
 
     id: str
     batch_id: str
     submitted_by: str
     submitted_at: str
     row: dict[str, Any]
+    shared: bool = False
 
     def public(self) -> dict[str, Any]:
         return asdict(self)
+
+    def visible_to(self, reader: Reader) -> bool:
+        """Whether ``reader`` may see the row: its sender and the administrators, and
+        everyone when it is shared."""
+        return self.shared or reader.may_read(self.submitted_by)
+
+    def seen_by(self, reader: Reader) -> dict[str, Any]:
+        """The row as ``reader`` sees it: who sent it is told to the sender and the
+        administrators alone."""
+        out = self.public()
+        if not reader.may_read(self.submitted_by):
+            del out["submitted_by"]
+        return out
+
+
+@dataclass(frozen=True)
+class SkippedRow:
+    """A stored row a refit leaves out, and why (its faults against today's checks)."""
+
+    id: str
+    reason: str
 
 
 @dataclass
@@ -112,6 +147,10 @@ class _Index:
     pending: list[tuple[Stored, int]] = field(default_factory=list)  # (row, its batch's rows)
 
 
+# (file generation, knowledge version), rows checked, the rows that check, those skipped
+_Checked = tuple[tuple[int, str], int, list[tuple[str, records.Benchmark]], list[SkippedRow]]
+
+
 class SubmissionStore:
     def __init__(self, path: Path | str, quotas: Quotas | None = None) -> None:
         self.path = Path(path)
@@ -119,24 +158,27 @@ class SubmissionStore:
         self.quotas = quotas or Quotas()
         self._lock = threading.Lock()
         self._index = _Index()
-        self._checked: tuple[Any, int, list[tuple[str, records.Benchmark]]] | None = None
+        self._checked: _Checked | None = None
 
-    def submit(self, knowledge: Knowledge, rows: Sequence[Any], submitted_by: str) -> list[Stored]:
+    def submit(
+        self, knowledge: Knowledge, rows: Sequence[Any], submitted_by: str, shared: bool = False
+    ) -> list[Stored]:
         """Check every row against ``knowledge``; store all of them, or none (raises
         :class:`RejectedBatch` with every row's faults, :class:`OverQuota`, or
-        :class:`service.files.StoreFull` past the store's quotas or the disk's room)."""
+        :class:`service.files.StoreFull` past the store's quotas or the disk's room).
+        ``shared``: every key may see the rows, not only ``submitted_by`` and admins."""
         if not rows:
             raise RejectedBatch([RowError(0, "rows", "at least one row is needed")])
         if len(rows) > MAX_ROWS:
             raise RejectedBatch([RowError(MAX_ROWS, "rows", f"at most {MAX_ROWS} rows a batch")])
-        _, errors = check_rows(knowledge, rows)
+        _, errors = check_rows(knowledge, rows, row_bounds(knowledge))
         if errors:
             raise RejectedBatch(errors)
         batch = secrets.token_hex(6)
         now = dt.datetime.now(dt.UTC)
         stamp = now.isoformat(timespec="seconds")
         stored = [
-            Stored(f"{batch}-{i}", batch, submitted_by, stamp, dict(row))
+            Stored(f"{batch}-{i}", batch, submitted_by, stamp, dict(row), shared)
             for i, row in enumerate(rows)
         ]
         text = "".join(
@@ -189,29 +231,44 @@ class SubmissionStore:
             return index.rows[first : first + count]
 
     def benchmarks(self, knowledge: Knowledge) -> list[tuple[str, records.Benchmark]]:
-        """The stored rows as benchmark records (rows that no longer check against
-        ``knowledge``, e.g. after a GPU was renamed, are left out and logged); only rows
-        appended since the last call are checked, unless the file or the knowledge
-        changed otherwise."""
+        """The stored rows as benchmark records, those that check (:meth:`checked`)."""
+        return self.checked(knowledge)[0]
+
+    def checked(
+        self, knowledge: Knowledge
+    ) -> tuple[list[tuple[str, records.Benchmark]], list[SkippedRow]]:
+        """The stored rows as benchmark records, and those left out: rows that no longer
+        check against ``knowledge`` (a GPU renamed; a row stored before a bound it breaks,
+        :mod:`knowledge.row_bounds`), logged. Only rows appended since the last call are
+        checked, unless the file or the knowledge changed otherwise."""
         with self._lock:
             index = self._sync()
             rows, generation = index.rows, index.generation
             mark = (generation, knowledge.version)
             checked = self._checked
             if checked is None or checked[0] != mark:
-                checked = (mark, 0, [])
-            _, done, out = checked
+                checked = (mark, 0, [], [])
+            _, done, out, skipped = checked
             if done == len(rows):
-                return out
-            out = list(out)  # a list handed out before stays as it was
+                return out, skipped
+            out, skipped = list(out), list(skipped)  # lists handed out before stay as they were
+            bounds = row_bounds(knowledge)
             for stored in rows[done:]:
-                found, errors = check_rows(knowledge, [stored.row])
+                found, errors = check_rows(knowledge, [stored.row], bounds)
                 if errors:
-                    log.warning("submitted row %s no longer checks: %s", stored.id, errors[0])
+                    reason = "; ".join(f"{e.field}: {e.message}" for e in errors)
+                    log.warning("submitted row %s no longer checks: %s", stored.id, reason)
+                    skipped.append(SkippedRow(stored.id, reason))
                     continue
                 out.append((stored.id, found[0]))
-            self._checked = (mark, len(rows), out)
-            return out
+            self._checked = (mark, len(rows), out, skipped)
+            return out, skipped
+
+    def visible(self, knowledge: Knowledge, reader: Reader) -> list[tuple[str, records.Benchmark]]:
+        """The rows of :meth:`benchmarks` that ``reader`` may see (:meth:`Stored.visible_to`);
+        a retrain fits every row, seen or not."""
+        seen = {s.id for s in self.all() if s.visible_to(reader)}
+        return [(ident, bench) for ident, bench in self.benchmarks(knowledge) if ident in seen]
 
     def layer(self, knowledge: Knowledge) -> Knowledge:
         """``knowledge`` with every stored row added."""
@@ -342,16 +399,44 @@ def _append(path: Path, text: bytes, whole: int) -> None:
         os.close(fd)
 
 
+def row_bounds(knowledge: Knowledge) -> RowBounds:
+    """The bounds a submitted row is held to: the curated rows' and the benchmarked
+    workloads' FLOPs from their shipped step profiles, kept with ``knowledge`` (every
+    process reckons them alike, so that a retrain and the services skip the same rows)."""
+    from service.engine.observations import training_flops_per_unit  # profiles: torch
+
+    found = knowledge.derived.get(("row-bounds", "shipped"))
+    if not isinstance(found, RowBounds):
+        found = RowBounds.of(knowledge, training_flops_per_unit(knowledge))
+        knowledge.derived[("row-bounds", "shipped")] = found
+    return found
+
+
 def retrain(
     base: Knowledge, catalog: Catalog, store: SubmissionStore, model_dir: Path
 ) -> dict[str, Any]:
-    """Fit the model on the curated rows and every stored one; mark it for the services."""
+    """Fit the model on the curated rows and every stored one that checks; mark it for the
+    services. ``skipped`` lists the stored rows left out, and why. A fit that raises
+    raises :class:`RetrainFailed` and marks nothing: the services keep their model."""
     from service.engine.model import build  # scikit-learn: only where a model is fitted
 
-    knowledge = store.layer(base)
-    model = build(knowledge, catalog, model_dir)
+    rows, skipped = store.checked(base)
+    knowledge = layered(base, rows)
+    try:
+        model = build(knowledge, catalog, model_dir)
+    except Exception as exc:
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())  # one line
+        raise RetrainFailed(
+            f"the refit on knowledge {knowledge.version} failed ({reason}); nothing was "
+            "marked, the services keep the model they use"
+        ) from exc
     marker = store.mark_trained(knowledge, base.version)
-    return {**marker, "built_s": round(model.built_s, 2), "rows_fitted": len(model.single)}
+    return {
+        **marker,
+        "built_s": round(model.built_s, 2),
+        "rows_fitted": len(model.single),
+        "skipped": [asdict(s) for s in skipped],
+    }
 
 
 def validate_layer(

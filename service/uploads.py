@@ -16,11 +16,18 @@ event trace once took 66 s and 2 GB inside a request, which nothing stopped.
 from __future__ import annotations
 
 import io
+import shutil
 import tempfile
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from profiles.trace.stream import RATIO_FROM, Limits, StreamStats, TraceFormatError, chunks
+from service.engine.traces import TraceOptions, TraceService
+from service.files import FULL, StoreFull
+from service.local_jobs import Handler, JobFailed
 
 CHUNK = 1 << 20  # what an upload is read by
 GZIP_MAGIC = b"\x1f\x8b"
@@ -53,13 +60,19 @@ class Upload:
         return upload
 
     def _write(self, chunk: bytes) -> None:
-        if self._buffer is not None and self.size > self._in_memory:
-            self._file = tempfile.NamedTemporaryFile(  # noqa: SIM115 - kept past this call
-                prefix="rightsize-upload-", delete=False
-            )
-            self._file.write(self._buffer.getvalue())
-            self._buffer = None
-        (self._file or self._buffer).write(chunk)  # type: ignore[union-attr]
+        try:
+            if self._buffer is not None and self.size > self._in_memory:
+                self._file = tempfile.NamedTemporaryFile(  # noqa: SIM115 - kept past this call
+                    prefix="rightsize-upload-", delete=False
+                )
+                self._file.write(self._buffer.getvalue())
+                self._buffer = None
+            (self._file or self._buffer).write(chunk)  # type: ignore[union-attr]
+        except OSError as exc:
+            if exc.errno in FULL:
+                message = f"the upload cannot be kept ({exc.strerror}): nothing stored"
+                raise StoreFull(message) from None
+            raise
 
     def stream(self) -> IO[bytes]:
         """The upload from its start (read it before the next call)."""
@@ -110,9 +123,52 @@ class Upload:
                 return True  # a corrupt gzip: its analysis says what is wrong with it
         return produced <= json_bytes
 
+    def keep(self, directory: Path) -> Path:
+        """The upload moved into ``directory`` (beside the store: it outlives a restart
+        until its job ends); a full disk is :class:`StoreFull`, with nothing kept."""
+        directory.mkdir(parents=True, exist_ok=True)
+        target = directory / f"upload-{uuid.uuid4().hex}"
+        source = self.path()
+        try:
+            shutil.move(source, target)
+        except OSError as exc:
+            target.unlink(missing_ok=True)
+            source.unlink(missing_ok=True)
+            if exc.errno in FULL:
+                message = f"the upload cannot be kept ({exc.strerror}): nothing stored"
+                raise StoreFull(message) from None
+            raise
+        return target
+
     def discard(self) -> None:
         self._buffer = None
         if self._file is not None:
             self._file.close()
             Path(self._file.name).unlink(missing_ok=True)
             self._file = None
+
+
+def job_payload(path: Path, options: TraceOptions) -> dict[str, Any]:
+    """What a background analysis needs, as JSON: it is stored with the job."""
+    return {"path": str(path), "options": asdict(options)}
+
+
+def analysis_job(traces: TraceService) -> Handler:
+    """The embedded set-up's trace job (:mod:`service.local_jobs`): the kept upload
+    analysed in a bounded process and stored, then removed. A job run again after a
+    restart finds its upload where it was kept."""
+
+    def work(payload: dict[str, Any], report: Callable[[str], None]) -> dict[str, Any]:
+        path = Path(payload["path"])
+        if not path.exists():
+            raise JobFailed("lost", "the upload was lost before its analysis: upload it again")
+        try:
+            record = traces.ingest_file(path, TraceOptions(**payload["options"]), report)
+        except TraceFormatError as exc:
+            path.unlink(missing_ok=True)
+            raise JobFailed(exc.kind, str(exc)) from None
+        path.unlink(missing_ok=True)
+        trace_id = record["trace_id"]
+        return {"trace_id": trace_id, "trace_url": f"/v1/traces/{trace_id}"}
+
+    return work

@@ -28,6 +28,8 @@ os.environ["RIGHTSIZE_KEYS_FILE"] = str(KEYS_FILE)
 # and their submitted benchmark rows here (a test that submits uses its own file)
 os.environ["RIGHTSIZE_SUBMISSIONS_FILE"] = str(KEYS_FILE.with_name("submissions.jsonl"))
 os.environ["RIGHTSIZE_PRICES_FILE"] = str(KEYS_FILE.with_name("prices.csv"))
+# the embedded store of apps made outside a test (module fixtures); each test has its own
+os.environ["RIGHTSIZE_STORE_FILE"] = str(KEYS_FILE.with_name("store.sqlite3"))
 WRITE_KEY, _ = KeyFile(KEYS_FILE).create("tests", "write")
 
 
@@ -35,6 +37,12 @@ def with_key(client: FlaskClient, token: str = WRITE_KEY) -> FlaskClient:
     """``client`` sending ``token`` (by default a write key) with every request."""
     client.environ_base["HTTP_AUTHORIZATION"] = f"Bearer {token}"
     return client
+
+
+@pytest.fixture(autouse=True)
+def _own_store(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Every app a test makes starts on an empty embedded store of its own."""
+    monkeypatch.setenv("RIGHTSIZE_STORE_FILE", str(tmp_path / "store.sqlite3"))
 
 
 @pytest.fixture(scope="session")

@@ -102,9 +102,9 @@ def analysed(
     marker: str | None = None,
     progress: Progress | None = None,
 ) -> tuple[dict[str, Any], str]:
-    """The trace in ``raw`` analysed (:func:`analysis_dict`), and its id: a hash of its
-    bytes and the step marker, so that the same upload is one trace. ``progress`` as
-    :func:`read_trace`'s."""
+    """The trace in ``raw`` analysed (:func:`analysis_dict`), and its content's id: a hash
+    of its bytes and the step marker (a stored trace's id adds its owner and options).
+    ``progress`` as :func:`read_trace`'s."""
     hashing = _Hashing(raw)
     analysis, stats = read_trace(io.BufferedReader(hashing, 1 << 20), limits, marker, progress)
     hashing.digest.update((marker or "").encode())

@@ -14,6 +14,7 @@ from service.api import (
     ask,
     benchmarks,
     bodies,
+    constraints,
     estimates,
     exports,
     gpus,
@@ -29,7 +30,7 @@ from service.api import (
     stacks,
     traces,
 )
-from service.api.base import Api, exclusive_bounds
+from service.api.base import Api, exclusive_bounds, stated_additional_properties
 from service.engine import deadline
 from service.security import BEARER
 
@@ -99,6 +100,7 @@ def init_app(app: Flask) -> Api:
     app.teardown_request(_stop_deadline)
     api = Api(app)
     api.ma_plugin.converter.add_attribute_function(exclusive_bounds)
+    api.ma_plugin.converter.add_attribute_function(stated_additional_properties)
     api.spec.components.security_scheme(
         BEARER,
         {"type": "http", "scheme": "bearer", "description": "an API key: rightsize keys create"},
@@ -106,5 +108,11 @@ def init_app(app: Flask) -> Api:
     for blueprint in BLUEPRINTS:
         api.register_blueprint(blueprint)
     operations.document(api.spec)
+    requests = (
+        recommendations.RecommendationRequestSchema,
+        estimates.EstimateRequestSchema,
+        plans.PlanRequestSchema,
+    )
+    constraints.document(api.spec, requests)
     app.register_blueprint(_docs_assets())
     return api

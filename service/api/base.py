@@ -148,6 +148,23 @@ class Blueprint(flask_smorest.Blueprint):
         return mark
 
 
+class StrictBoolean(fields.Boolean):
+    """JSON ``true`` or ``false`` and nothing else: marshmallow's Boolean also takes 0, 1,
+    "yes" and "on", which the contract's ``type: boolean`` does not. ``query``: the value
+    is text, as in a query string, where a boolean is ``true`` or ``false``."""
+
+    def __init__(self, *, query: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.query = query
+
+    def _deserialize(self, value: Any, attr: Any, data: Any, **kwargs: Any) -> bool:
+        if self.query and value in ("true", "false"):
+            return bool(value == "true")
+        if not self.query and isinstance(value, bool):
+            return value
+        raise self.make_error("invalid", input=value)
+
+
 def exclusive_bounds(_: Any, field: fields.Field, **__: Any) -> dict[str, Any]:
     """apispec writes a Range's bounds as inclusive whatever it says: say which are not
     (OpenAPI 3.0's boolean ``exclusiveMinimum`` / ``exclusiveMaximum``)."""
@@ -159,3 +176,10 @@ def exclusive_bounds(_: Any, field: fields.Field, **__: Any) -> dict[str, Any]:
             if validator.max is not None and not validator.max_inclusive:
                 found["exclusiveMaximum"] = True
     return found
+
+
+def stated_additional_properties(_: Any, field: fields.Field, **__: Any) -> dict[str, Any]:
+    """apispec writes a Dict's ``additionalProperties`` from its values field, over what
+    the field's metadata says: the metadata (a closed set of keys) has the last word."""
+    stated = field.metadata.get("additionalProperties")
+    return {} if stated is None else {"additionalProperties": stated}

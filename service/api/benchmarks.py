@@ -1,5 +1,9 @@
 """``/v1/benchmarks``: the stored measurements the estimates are learned from, the
-rows users submit (a separate, labelled layer), and retraining on them."""
+rows users submit (a separate, labelled layer), and retraining on them.
+
+A submitted row is its sender's: listed and read by that key and the administrators, and
+by everyone when the batch was sent with ``share`` (then without ``submitted_by``); a
+batch another key may not see is not found (404). A retrain fits every row."""
 
 from __future__ import annotations
 
@@ -14,13 +18,13 @@ from knowledge.records import Benchmark
 from knowledge.schemas import BENCHMARK_KINDS
 from knowledge.submitted import labelled
 from service import jobs
-from service.api.base import Blueprint
+from service.api.base import Blueprint, StrictBoolean
 from service.api.jobs import JobAcceptedSchema, accepted, no_queue
 from service.api.lookups import gpu_filter, workload_filter
 from service.api.pagination import PageQuerySchema, page_schema, paginate
 from service.api.schemas import BenchmarkSchema
 from service.errors import InvalidInput, NotFound, RejectedRows, TooManyRequests
-from service.security import caller
+from service.security import caller, reader
 from service.state import state
 from service.submissions import MAX_ROWS, OverQuota, RejectedBatch
 
@@ -31,17 +35,29 @@ blp = Blueprint(
 
 class BenchmarkQuerySchema(PageQuerySchema):
     model = fields.String(
-        metadata={"description": "workload id, model catalog name or source alias (resnet50)"}
+        validate=validate.Length(1, 100),
+        metadata={"description": "workload id, model catalog name or source alias (resnet50)"},
     )
-    gpu = fields.String(metadata={"description": "GPU id or any of its names"})
-    precision = fields.String(metadata={"description": "fp16, fp32, ... as the source labels it"})
+    gpu = fields.String(
+        validate=validate.Length(1, 100), metadata={"description": "GPU id or any of its names"}
+    )
+    precision = fields.String(
+        validate=validate.Length(max=100),
+        metadata={"description": "fp16, fp32, ... as the source labels it"},
+    )
     kind = fields.String(validate=validate.OneOf(BENCHMARK_KINDS))
-    suite = fields.String(metadata={"description": "e.g. lambda-v1, mlperf-training-v4.0"})
-    gpu_count = fields.Integer(validate=validate.Range(min=1))
+    suite = fields.String(
+        validate=validate.Length(max=100),
+        metadata={"description": "e.g. lambda-v1, mlperf-training-v4.0"},
+    )
+    gpu_count = fields.Integer(validate=validate.Range(1, 100_000))
     layer = fields.String(
         load_default="all",
         validate=validate.OneOf(["all", "curated", "submitted"]),
-        metadata={"description": "curated (knowledge/), submitted (POST /v1/benchmarks), all"},
+        metadata={
+            "description": "curated (knowledge/), submitted (POST /v1/benchmarks: the "
+            "caller's own rows and those shared), all"
+        },
     )
 
 
@@ -73,11 +89,20 @@ class BenchmarkBatchSchema(Schema):
         validate=validate.Length(1, MAX_ROWS),
         metadata={"description": "training-throughput rows; one row may also be sent alone"},
     )
+    share = StrictBoolean(
+        load_default=False,
+        metadata={
+            "description": "list the rows for every caller (without who sent them); by "
+            "default only this key and the administrators see them. Either way the next "
+            "retrain fits them"
+        },
+    )
 
     @pre_load
     def _one_row(self, data: Any, **_: Any) -> Any:
         if isinstance(data, dict) and "rows" not in data:
-            data = {"rows": [data]}
+            row = {k: v for k, v in data.items() if k != "share"}
+            data = {"rows": [row], **({"share": data["share"]} if "share" in data else {})}
         if isinstance(data, dict) and isinstance(data["rows"], list):
             data = {**data, "rows": [_from_trace(r, i) for i, r in enumerate(data["rows"])]}
         return data
@@ -86,8 +111,14 @@ class BenchmarkBatchSchema(Schema):
 class StoredRowSchema(Schema):
     id = fields.String()
     batch_id = fields.String()
-    submitted_by = fields.String(metadata={"description": "id of the API key that sent it"})
+    submitted_by = fields.String(
+        metadata={
+            "description": "id of the API key that sent it (shown to that key and the "
+            "administrators alone)"
+        }
+    )
     submitted_at = fields.String()
+    shared = fields.Boolean(metadata={"description": "listed for every caller (share)"})
     row = fields.Dict()
 
 
@@ -100,7 +131,7 @@ class BatchSchema(Schema):
 
 
 class RetrainRequestSchema(Schema):
-    validate_after = fields.Boolean(
+    validate_after = StrictBoolean(
         load_default=False,
         metadata={"description": "also run the validation (minutes) on the retrained model"},
     )
@@ -115,7 +146,7 @@ def _from_trace(row: Any, index: int) -> Any:
         return row
     trace_id = str(row["trace_id"])
     st = state()
-    record = st.traces.get(trace_id)
+    record = st.traces.get(trace_id, reader())
     if record is None:
         raise NotFound("trace", trace_id, [])
     field = f"rows.{index}.trace_id"
@@ -142,11 +173,12 @@ def _from_trace(row: Any, index: int) -> Any:
 
 
 def _rows(layer: str) -> list[Benchmark]:
+    """The layer's rows: of the submitted ones, those the caller may see."""
     st = state()
     curated = st.knowledge.benchmarks if layer != "submitted" else []
     if layer == "curated":
         return list(curated)
-    return [*curated, *labelled(st.submissions.benchmarks(st.knowledge))]
+    return [*curated, *labelled(st.submissions.visible(st.knowledge, reader()))]
 
 
 @blp.route("")
@@ -183,7 +215,9 @@ class Benchmarks(MethodView):
         st = state()
         key = caller()
         try:
-            stored = st.submissions.submit(st.knowledge, body["rows"], key.key_id if key else "-")
+            stored = st.submissions.submit(
+                st.knowledge, body["rows"], key.key_id if key else "-", body["share"]
+            )
         except RejectedBatch as exc:
             raise RejectedRows(exc.errors, "json", "nothing was stored") from None
         except OverQuota as exc:
@@ -203,8 +237,10 @@ class Batch(MethodView):
     @blp.problem(404)
     def get(self, batch_id: str) -> dict[str, Any]:
         """A submitted batch as stored: its rows, who sent them and when"""
-        stored = [s.public() for s in state().submissions.batch(batch_id)]
-        if not stored:
+        who = reader()
+        batch = [s for s in state().submissions.batch(batch_id) if s.visible_to(who)]
+        stored = [s.seen_by(who) for s in batch]
+        if not stored:  # another key's, unshared: as if there were none
             raise NotFound("benchmark batch", batch_id, [])
         trained = state().submissions.trained() or {}
         used = set(trained.get("row_ids") or [])
@@ -225,7 +261,7 @@ class Retrain(MethodView):
     @blp.response(202, JobAcceptedSchema)
     @blp.problem(503)
     def post(self, body: dict[str, Any]) -> Any:
-        """Queue a retrain on the curated and submitted rows (a worker runs it)"""
+        """Queue a retrain on the curated rows and every submitted one, shared or not"""
         st = state()
         if st.redis is None:
             raise no_queue("retraining", "rightsize retrain")

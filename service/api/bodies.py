@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from flask import current_app, request
+from flask import Flask, current_app, request
+from werkzeug.exceptions import HTTPException
 
 from service.errors import PayloadTooLarge, UnsupportedType
 from service.security import view_handler
@@ -53,6 +54,22 @@ READS = BodyRule(types=None)  # a request whose view takes no body: only the siz
 def mark(method: F, rule: BodyRule) -> F:
     setattr(method, MARK, rule)
     return method
+
+
+def limit_for(app: Flask, method: str, path: str) -> int:
+    """The most bytes a body of ``method path`` may have (the front reads no more; a path
+    no view answers takes a read's): the same rule :func:`check` holds the request to."""
+    try:
+        endpoint, _ = app.url_map.bind("rightsize").match(path, method)
+    except HTTPException:
+        return JSON_BODY_LIMIT
+    view = app.view_functions.get(str(endpoint))
+    owner = getattr(view, "view_class", None)
+    handler = getattr(owner, method.lower(), None) if owner is not None else view
+    rule: BodyRule = getattr(handler, MARK, None) or READS
+    if isinstance(rule.limit, str):
+        return int(app.config[rule.limit]) + 1  # an upload's reader reads one byte past
+    return rule.limit
 
 
 def _has_body() -> bool:

@@ -6,38 +6,49 @@ import functools
 from typing import Any
 
 from flask.views import MethodView
-from marshmallow import Schema, ValidationError, fields, validate, validates_schema
+from marshmallow import Schema, fields, validate
 
 from profiles.workload import WorkloadSchema
 from service import jobs
 from service.api.answers import answer_version, cached
-from service.api.base import Blueprint
+from service.api.base import Blueprint, StrictBoolean
+from service.api.constraints import OneSource
 from service.api.jobs import JobAcceptedSchema, accepted, no_queue
 from service.api.lookups import gpu_filter
 from service.api.plans import LayoutSchema, layout_options
-from service.api.profiles import MODEL_DESCRIPTION, MemorySchema
+from service.api.profiles import MemorySchema, model_field
+from service.api.traces import must_read
+from service.engine.owners import Reader
 from service.engine.plans import body_stack, layout_estimate, serving_estimate
 from service.engine.service import EstimateService
 from service.errors import InvalidInput, NotFound
+from service.security import reader
 from service.state import estimates_for, state
 
 blp = Blueprint("estimates", __name__, url_prefix="/v1", description="Performance estimates")
 
 
-class EstimateRequestSchema(Schema.from_dict(layout_options())):  # type: ignore[misc]
-    model = fields.Dict(metadata={"description": MODEL_DESCRIPTION})
+class EstimateRequestSchema(OneSource, Schema.from_dict(layout_options())):  # type: ignore[misc]
+    SOURCES = (("model", "workload"), ("profile_id",), ("trace_id",))
+
+    model = model_field()
     workload = fields.Nested(
         WorkloadSchema, metadata={"description": "batch_size is per GPU (per replica)"}
     )
-    profile_id = fields.String(metadata={"description": "instead of model and workload"})
-    trace_id = fields.String(metadata={"description": "instead of model and workload"})
+    profile_id = fields.String(
+        validate=validate.Length(1, 100), metadata={"description": "instead of model and workload"}
+    )
+    trace_id = fields.String(
+        validate=validate.Length(1, 100), metadata={"description": "instead of model and workload"}
+    )
     gpu = fields.String(required=True, metadata={"description": "GPU id or name, see /v1/gpus"})
     count = fields.Integer(
         load_default=1,
         validate=validate.Range(1, 4096),
+        strict=True,
         metadata={"description": "GPUs, data parallel; throughput is for all of them"},
     )
-    nvlink = fields.Boolean(
+    nvlink = StrictBoolean(
         load_default=None,
         allow_none=True,
         metadata={"description": "NVLink bridges fitted (cards that take them)"},
@@ -56,22 +67,6 @@ class EstimateRequestSchema(Schema.from_dict(layout_options())):  # type: ignore
             "its GPUs); see POST /v1/plans for every valid one"
         },
     )
-
-    @validates_schema
-    def _one_source(self, data: dict[str, Any], **_: Any) -> None:
-        given = [k for k in ("profile_id", "trace_id") if data.get(k)]
-        has_model = "model" in data or "workload" in data
-        if len(given) > 1 or (given and has_model):
-            raise ValidationError(
-                "give model and workload, or profile_id, or trace_id (only one of them)",
-                given[0] if given else "model",
-            )
-        if not given:
-            missing = [k for k in ("model", "workload") if k not in data]
-            if missing:
-                raise ValidationError(
-                    "required (or give profile_id or trace_id instead)", missing[0]
-                )
 
 
 class IntervalSchema(Schema):
@@ -211,31 +206,40 @@ class Estimates(MethodView):
         knowledge = state().knowledge
         gpu_filter(knowledge, body["gpu"], location="json")
         service = estimates_for(body)
-        compute = functools.partial(_estimate, service, body)
+        if body.get("trace_id"):  # the cache keys on the request: the trace is its owner's
+            _as_traced(body)
+            must_read(body["trace_id"])
+        compute = functools.partial(_estimate, service, body, reader())
         return cached("estimate", answer_version(service), EstimateSchema, compute)
 
 
-def _estimate(service: EstimateService, body: dict[str, Any]) -> dict[str, Any]:
-    """One estimate: the plain model, or a parallel layout's when one is asked for."""
+def _as_traced(body: dict[str, Any]) -> None:
+    """A trace is projected as traced: 422 for a layout, or an option only the layout
+    model reads, beside it."""
+    planned = [k for k in ("layout", *LAYOUT_ONLY) if body.get(k) is not None]
+    planned += [k for k in ("stack", "stack_options") if body.get(k)]
+    if planned:
+        raise InvalidInput(
+            planned[0], "a trace is projected as traced: give model or profile for this"
+        )
+
+
+def _estimate(service: EstimateService, body: dict[str, Any], who: Reader) -> dict[str, Any]:
+    """One estimate: the plain model, or a parallel layout's when one is asked for (a
+    trace read as ``who``)."""
     planned = [k for k in LAYOUT_ONLY if body.get(k) is not None]
     stack, sharded = None, None
-    if body.get("trace_id"):
-        planned += [k for k in ("stack", "stack_options") if body.get(k)]
-    else:
+    if not body.get("trace_id"):  # with a trace there is nothing planned (:func:`_as_traced`)
         stack, sharded = body_stack(service, body)
         if sharded is not None:
             planned.append("stack")  # a stack the step model does not time: the layout model
     if body.get("layout") is not None:
         planned.insert(0, "layout")
-    if planned and body.get("trace_id"):
-        raise InvalidInput(
-            planned[0], "a trace is projected as traced: give model or profile for this"
-        )
     if planned:
         # the options only the layout model reads: plain data parallel over count
         body.setdefault("layout", sharded or {"data_parallel": body.get("count", 1)})
         return layout_estimate(service, body)
-    result = service.request(body).to_dict()
+    result = service.request(body, who).to_dict()
     if stack is not None:
         result["stack"] = stack.to_dict()
     served = serving_estimate(service, body)

@@ -41,7 +41,9 @@ GPU_SORT_KEYS = (
 
 class GpuQuerySchema(PageQuerySchema):
     vendor = fields.String(validate=validate.OneOf(VENDORS))
-    architecture = fields.String(metadata={"description": "e.g. hopper, ampere, cdna3"})
+    architecture = fields.String(
+        validate=validate.Length(max=100), metadata={"description": "e.g. hopper, ampere, cdna3"}
+    )
     segment = fields.String(validate=validate.OneOf(SEGMENTS))
     form_factor = fields.String(validate=validate.OneOf(FORM_FACTORS))
     min_memory_gb = fields.Float(

@@ -57,6 +57,21 @@ class ComputeStatusSchema(Schema):
         }
     )
     alive = fields.Integer(metadata={"description": "this worker's compute processes alive"})
+    ready = fields.Integer(
+        metadata={
+            "description": "of them, those that have built their app and take work (until "
+            "one has, the worker computes itself)"
+        }
+    )
+    waiting = fields.Integer(
+        metadata={"description": "new computations waiting for a compute process in this worker"}
+    )
+    displaced = fields.Integer(
+        metadata={
+            "description": "waiting computations refused (503) to make room for a client that "
+            "had used less (RIGHTSIZE_COMPUTE_QUEUE)"
+        }
+    )
     replaced = fields.Integer(
         metadata={
             "description": "compute processes this worker replaced after one died or did "

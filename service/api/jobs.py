@@ -12,6 +12,8 @@ from marshmallow import Schema, fields
 from service import jobs
 from service.api.base import Blueprint
 from service.errors import NotFound, Unavailable
+from service.keys import allows
+from service.security import caller
 from service.state import state
 
 blp = Blueprint("jobs", __name__, url_prefix="/v1/jobs", description="Background jobs")
@@ -41,12 +43,24 @@ class JobById(MethodView):
     def get(self, job_id: str) -> dict[str, Any]:
         """State of a background job; when finished, where its result is"""
         st = state()
-        found = st.local_jobs.status(job_id)
-        if found is None and st.redis is not None:
-            found = jobs.status(st.redis, job_id)
+        found = None
+        if st.local_jobs is not None:
+            kept = st.local_jobs.status(job_id)
+            if kept is not None and _visible(kept[1]):
+                found = kept[0]
+        elif st.redis is not None:
+            queued = jobs.status(st.redis, job_id)
+            if queued is not None and (queued[1] is None or _visible(queued[1])):
+                found = queued[0]
         if found is None:
             raise NotFound("job", job_id, [])
         return found
+
+
+def _visible(owner: str) -> bool:
+    """A job is its key's (and the administrators'): others are told there is none."""
+    key = caller()
+    return key is not None and (key.key_id == owner or allows(key.role, "admin"))
 
 
 def accepted(job_id: str) -> Response:

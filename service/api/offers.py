@@ -10,7 +10,7 @@ from marshmallow import Schema, fields, validate
 
 from knowledge.records import Offer
 from service.api.answers import memoised
-from service.api.base import Blueprint
+from service.api.base import Blueprint, StrictBoolean
 from service.api.lookups import gpu_filter
 from service.api.pagination import PageQuerySchema, page_schema, paginate
 from service.api.schemas import OfferSchema
@@ -34,8 +34,13 @@ OFFER_SORT_KEYS = (
 
 
 class OfferQuerySchema(PageQuerySchema):
-    provider = fields.String(metadata={"description": "aws, gcp, azure, lambda, vast, ..."})
-    gpu = fields.String(metadata={"description": "GPU id or any of its names"})
+    provider = fields.String(
+        validate=validate.Length(max=100),
+        metadata={"description": "aws, gcp, azure, lambda, vast, ..."},
+    )
+    gpu = fields.String(
+        validate=validate.Length(1, 100), metadata={"description": "GPU id or any of its names"}
+    )
     count = fields.Float(
         validate=validate.Range(min=0, min_inclusive=False),
         metadata={"description": "exactly this many GPUs per instance"},
@@ -44,8 +49,12 @@ class OfferQuerySchema(PageQuerySchema):
         validate=validate.Range(min=0, min_inclusive=False),
         metadata={"description": "on-demand price of the whole instance at most this, USD/h"},
     )
-    region = fields.String(metadata={"description": "only prices in this region"})
-    spot = fields.Boolean(metadata={"description": "true: only offers with a spot price"})
+    region = fields.String(
+        validate=validate.Length(max=100), metadata={"description": "only prices in this region"}
+    )
+    spot = StrictBoolean(
+        query=True, metadata={"description": "true: only offers with a spot price"}
+    )
     sort = sort_field(OFFER_SORT_KEYS, "on_demand_usd_per_hour")
 
 

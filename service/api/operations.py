@@ -37,8 +37,9 @@ LLAMA_QLORA = {
     },
 }
 PRICES_CSV = (
-    "provider,instance_type,region,pricing,usd_per_hour\n"
-    "aws,p5.48xlarge,us-east-1,on_demand,55.04\n"
+    "provider,instance_type,region,on_demand_usd_per_hour,spot_usd_per_hour,"
+    "reserved_usd_per_hour,catalog_date,source\n"
+    "aws,p5.48xlarge,us-east-1,55.04,,,2026-01-21,AWS price list\n"
 )
 
 
@@ -120,13 +121,16 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ),
     ("get", "/v1/benchmarks"): Operation(
         "listBenchmarks",
-        "The stored benchmark rows the model is fitted on (curated and submitted), filtered.",
+        "The stored benchmark rows the model is fitted on, filtered: the curated ones and, of "
+        "the submitted, the caller's own and those shared.",
         params={"gpu": "a100-sxm4-80gb", "kind": "training"},
     ),
     ("post", "/v1/benchmarks"): Operation(
         "submitBenchmarks",
         "Submit measured training throughputs (a write key): each row is checked against "
-        "the knowledge (GPU, workload, a source and a date); all stored, or none.",
+        "the knowledge (GPU, workload, a source and a date); all stored, or none. The rows "
+        "are the key's (and the administrators') unless `share` lists them for everyone; "
+        "the next retrain fits them either way.",
         body={
             "rows": [
                 {
@@ -139,18 +143,20 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
                     "source": "our lab: PyTorch 2.5 in NGC 24.10, torchvision ResNet-50",
                     "as_of": "2026-11-30",
                 }
-            ]
+            ],
+            "share": False,
         },
     ),
     ("get", "/v1/benchmarks/batches/{batch_id}"): Operation(
         "getBenchmarkBatch",
-        "A submitted batch as stored: its rows, the key that sent them and when.",
+        "A submitted batch as stored: its rows, the key that sent them and when (to that "
+        "key and the administrators; a shared batch to anyone, without the key; 404 else).",
         params={"batch_id": "b-3f2a9c1e"},
     ),
     ("post", "/v1/benchmarks/retrain"): Operation(
         "retrainModel",
-        "Queue a refit of the performance model on the curated and submitted rows (an "
-        "administrator; a worker runs it); follow the job at its URL.",
+        "Queue a refit of the performance model on the curated rows and every submitted one, "
+        "shared or not (an administrator; a worker runs it); follow the job at its URL.",
         body={"validate_after": False},
     ),
     ("get", "/v1/models"): Operation(
@@ -179,14 +185,16 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("post", "/v1/traces"): Operation(
         "uploadTrace",
         "Upload a torch.profiler trace of a few steps (a write key): analysed at once when "
-        "small (201), in the background when large (202, a job to follow). The trace's id "
-        "then stands for the workload in estimates and recommendations.",
+        "small (201), in the background when large (202, a job to follow). The trace is "
+        "the key's: its id then stands for the workload in that key's estimates and "
+        "recommendations (another key, or another option, makes another trace).",
         params={"reference_gpu": "a100-sxm4-80gb", "batch_size": 32},
     ),
     ("get", "/v1/traces/{trace_id}"): Operation(
         "getTrace",
         "A trace's analysis: steps, GPU time by kind, idle time by cause, achieved FLOPs, "
-        "and the software fixes worth doing first.",
+        "and the software fixes worth doing first (to the key that uploaded it and the "
+        "administrators; 404 to anyone else).",
         params={"trace_id": "t-9b1c2d3e4f"},
     ),
     ("post", "/v1/traces/{trace_id}/projections"): Operation(

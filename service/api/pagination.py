@@ -8,13 +8,14 @@ from typing import Any
 from marshmallow import Schema, fields, validate
 
 MAX_PAGE_SIZE = 500
+MAX_PAGE = 100_000  # past every list's end: an answer of no items, not a huge integer parsed
 DEFAULT_PAGE_SIZE = 50
 
 
 class PageQuerySchema(Schema):
     page = fields.Integer(
         load_default=1,
-        validate=validate.Range(min=1),
+        validate=validate.Range(min=1, max=MAX_PAGE),
         metadata={"description": "1-based page number"},
     )
     page_size = fields.Integer(

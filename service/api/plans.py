@@ -7,14 +7,15 @@ from typing import Any
 
 from flask import has_app_context
 from flask.views import MethodView
-from marshmallow import Schema, ValidationError, fields, validate, validates_schema
+from marshmallow import Schema, ValidationError, fields, validate
 
-from knowledge.stack_schemas import PROPERTIES, property_error
+from knowledge.stack_schemas import LIST_VALUES, PROPERTIES, property_error
 from profiles.workload import WorkloadSchema
 from service.api.answers import answer_version, cached
-from service.api.base import Blueprint
+from service.api.base import Blueprint, StrictBoolean
+from service.api.constraints import OneSource
 from service.api.lookups import gpu_filter
-from service.api.profiles import MODEL_DESCRIPTION
+from service.api.profiles import model_field
 from service.engine.layout import CHECKPOINTING, OFFLOAD
 from service.engine.parallel import WEIGHT_PRECISIONS
 from service.engine.plans import plan_request
@@ -25,7 +26,10 @@ blp = Blueprint("plans", __name__, url_prefix="/v1", description="Parallel layou
 
 def _degree(description: str) -> fields.Integer:
     return fields.Integer(
-        load_default=1, validate=validate.Range(1, 4096), metadata={"description": description}
+        load_default=1,
+        validate=validate.Range(1, 4096),
+        strict=True,
+        metadata={"description": description},
     )
 
 
@@ -38,10 +42,11 @@ class LayoutSchema(Schema):
     context_parallel = _degree("GPUs each sequence is split over")
     zero_stage = fields.Integer(
         load_default=0,
+        strict=True,
         validate=validate.OneOf([0, 1, 2, 3]),
         metadata={"description": "ZeRO stage; FSDP full shard = 3, shard-grad-op = 2"},
     )
-    sequence_parallel = fields.Boolean(load_default=False)
+    sequence_parallel = StrictBoolean(load_default=False)
     activation_checkpointing = fields.String(
         load_default="none", validate=validate.OneOf(CHECKPOINTING)
     )
@@ -53,7 +58,7 @@ class LayoutSchema(Schema):
         metadata={"description": "optimizer states (ZeRO-Offload) or parameters too"},
     )
     virtual_stages = _degree("interleaved pipeline: model chunks per stage")
-    ends_as_layers = fields.Boolean(
+    ends_as_layers = StrictBoolean(
         load_default=False,
         metadata={
             "description": "the pipeline split counts the embedding and the loss as a layer "
@@ -87,6 +92,18 @@ def _stack_options(value: dict[str, Any]) -> None:
         raise ValidationError(problems)
 
 
+def _property_schema(name: str) -> dict[str, Any]:
+    """The OpenAPI schema of stack property ``name``'s values (what property_error takes)."""
+    allowed = PROPERTIES[name]
+    if allowed is bool:
+        return {"type": "boolean"}
+    if allowed is list:
+        values = {"type": "string", "enum": list(LIST_VALUES[name])}
+        return {"type": "array", "minItems": 1, "items": values}
+    assert isinstance(allowed, tuple)
+    return {"type": "string", "enum": list(allowed)}
+
+
 def stack_fields() -> dict[str, fields.Field]:
     """The request fields that name the software stack and override its properties."""
     return {
@@ -110,6 +127,8 @@ def stack_fields() -> dict[str, fields.Field]:
                 "description": "the stack's properties to override, e.g. "
                 '{"activation_offload": true, "optimizer_states": "8bit"}; '
                 f"known: {', '.join(PROPERTIES)} (GET /v1/stacks gives each one's values)",
+                "properties": {name: _property_schema(name) for name in PROPERTIES},
+                "additionalProperties": False,
             },
         ),
     }
@@ -121,13 +140,14 @@ def layout_options() -> dict[str, fields.Field]:
         **stack_fields(),
         "gpus_per_node": fields.Integer(
             load_default=None,
+            strict=True,
             validate=validate.Range(1, 72),
             metadata={
                 "description": "GPUs one NVLink or PCIe domain joins (default: the GPU's "
                 "NVLink domain, 72 for GB200 NVL72, else 8, one server)"
             },
         ),
-        "submitted_benchmarks": fields.Boolean(
+        "submitted_benchmarks": StrictBoolean(
             load_default=True,
             metadata={
                 "description": "use the model fitted with user-submitted benchmark rows "
@@ -145,47 +165,46 @@ def layout_options() -> dict[str, fields.Field]:
         ),
         "concurrency": fields.Integer(
             validate=validate.Range(1, 1_000_000),
+            strict=True,
             metadata={"description": "inference: sequences decoded together (default: most)"},
         ),
     }
 
 
-class PlanRequestSchema(Schema.from_dict(layout_options())):  # type: ignore[misc]
-    model = fields.Dict(metadata={"description": MODEL_DESCRIPTION})
+class PlanRequestSchema(OneSource, Schema.from_dict(layout_options())):  # type: ignore[misc]
+    SOURCES = (("model", "workload"), ("profile_id",))
+
+    model = model_field()
     workload = fields.Nested(
         WorkloadSchema,
         metadata={"description": "batch_size is the micro-batch per model replica"},
     )
-    profile_id = fields.String(metadata={"description": "instead of model and workload"})
+    profile_id = fields.String(
+        validate=validate.Length(1, 100), metadata={"description": "instead of model and workload"}
+    )
     gpu = fields.String(required=True, metadata={"description": "GPU id or name, see /v1/gpus"})
     count = fields.Integer(
         validate=validate.Range(1, 4096),
+        strict=True,
         metadata={"description": "GPUs to rank layouts at (default: the fewest that fit)"},
     )
     max_count = fields.Integer(
         load_default=64,
         validate=validate.Range(1, 1024),
+        strict=True,
         metadata={"description": "fastest layout at each power of two up to this"},
     )
     global_batch_size = fields.Integer(
         validate=validate.Range(1, 10_000_000),
+        strict=True,
         metadata={"description": "samples per optimizer step (default: one micro-batch per GPU)"},
     )
     limit = fields.Integer(
         load_default=20,
         validate=validate.Range(1, 500),
+        strict=True,
         metadata={"description": "layouts returned at the count (best first)"},
     )
-
-    @validates_schema
-    def _one_source(self, data: dict[str, Any], **_: Any) -> None:
-        has_model = "model" in data or "workload" in data
-        if data.get("profile_id") and has_model:
-            raise ValidationError("give model and workload, or profile_id (not both)", "model")
-        if not data.get("profile_id"):
-            missing = [k for k in ("model", "workload") if k not in data]
-            if missing:
-                raise ValidationError("required (or give profile_id instead)", missing[0])
 
 
 class PlanSchema(Schema):

@@ -7,6 +7,7 @@ from typing import Any
 from flask.views import MethodView
 from marshmallow import Schema, fields
 
+from profiles.description import FAMILIES
 from profiles.workload import WorkloadSchema
 from service.api.base import Blueprint
 from service.errors import NotFound
@@ -22,8 +23,34 @@ MODEL_DESCRIPTION = (
 )
 
 
+def _model_forms() -> list[dict[str, Any]]:
+    """The model's forms as OpenAPI (what profiles.description.resolve takes): a name or
+    a wrapped config alone; a family, a layer list or a bare config (``model_type``), each
+    without the keys that name another form."""
+
+    def form(key: str, schema: dict[str, Any], *absent: str) -> dict[str, Any]:
+        properties = {key: schema} | {k: {"not": {}} for k in absent}
+        found: dict[str, Any] = {"required": [key], "properties": properties}
+        return found | ({} if absent else {"additionalProperties": False})
+
+    return [
+        form("name", {"type": "string"}),
+        form("hf_config", {"type": "object"}),
+        form("family", {"enum": list(FAMILIES)}, "name", "hf_config"),
+        form("layers", {"type": "array"}, "name", "hf_config", "family"),
+        form("model_type", {"type": "string"}, "name", "hf_config", "family"),
+    ]
+
+
+def model_field(required: bool = False) -> fields.Dict:
+    """The ``model`` of a request, in one of its forms."""
+    return fields.Dict(
+        required=required, metadata={"description": MODEL_DESCRIPTION, "anyOf": _model_forms()}
+    )
+
+
 class ProfileRequestSchema(Schema):
-    model = fields.Dict(required=True, metadata={"description": MODEL_DESCRIPTION})
+    model = model_field(required=True)
     workload = fields.Nested(WorkloadSchema, required=True)
 
 

@@ -9,13 +9,16 @@ from typing import Any
 
 from flask import Response, current_app, g, request
 from flask.views import MethodView
-from marshmallow import Schema, ValidationError, fields, post_load, validate, validates_schema
+from marshmallow import Schema, ValidationError, fields, post_load, validate
 
+from profiles.depth import expected_long
+from profiles.errors import ProfileError
 from profiles.workload import WorkloadSchema
-from service.api.base import Blueprint, schema_instance
+from service.api.base import Blueprint, StrictBoolean, schema_instance
+from service.api.constraints import OneSource
 from service.api.lookups import gpu_filter
 from service.api.plans import layout_options, stack_fields
-from service.api.profiles import MODEL_DESCRIPTION
+from service.api.profiles import model_field
 from service.api.recommendation_schemas import (
     AdviceSchema,
     CostParameterSchema,
@@ -28,10 +31,12 @@ from service.api.recommendation_schemas import (
     TcoEnergiesSchema,
     TcoUsageSchema,
 )
+from service.api.traces import must_read
 from service.engine import cost, rank
 from service.engine.errors import NotFound
 from service.engine.requests import Constraints, RecommendationRequest, UsageAsked
 from service.engine.rules import SYMBOLS, rulebook
+from service.security import reader
 from service.state import state
 
 blp = Blueprint(
@@ -48,16 +53,21 @@ def _money(description: str) -> fields.Float:
     )
 
 
-class UsageSchema(Schema):
-    gpu_hours_per_month = fields.Float(
-        validate=validate.Range(min=0, max=1e9),
+def _gpu_hours_per_month(**kwargs: Any) -> fields.Float:
+    return fields.Float(
+        validate=validate.Range(min=0.01, max=1e9),  # costs per GPU-hour divide by it
         metadata={"description": "GPU-hours a month across all the GPUs (the average)"},
+        **kwargs,
     )
+
+
+class UsageSchema(Schema):
+    gpu_hours_per_month = _gpu_hours_per_month()
     runs_per_month = fields.Float(
-        validate=validate.Range(min=0, max=1e6),
+        validate=validate.Range(min=0.001, max=1e6),
         metadata={"description": "jobs a month (instead of gpu_hours_per_month)"},
     )
-    horizon_months = fields.Integer(load_default=36, validate=validate.Range(1, 240))
+    horizon_months = fields.Integer(load_default=36, validate=validate.Range(1, 240), strict=True)
     pattern = fields.String(load_default="steady", validate=validate.OneOf(("steady", "bursty")))
     peak_to_average = fields.Float(
         validate=validate.Range(min=1, max=1000), metadata={"description": "bursty: peak / mean"}
@@ -66,7 +76,7 @@ class UsageSchema(Schema):
         validate=validate.Range(min=0, max=1),
         metadata={"description": "share of the hours that is a steady baseline (hybrid)"},
     )
-    interruptible = fields.Boolean(
+    interruptible = StrictBoolean(
         load_default=False, metadata={"description": "checkpointed work that may run on spot"}
     )
 
@@ -75,11 +85,21 @@ class UsageSchema(Schema):
         return UsageAsked(**data)
 
 
+class HoursUsageSchema(UsageSchema):
+    """The usage of ``POST /v1/tco``: GPU-hours a month, since there is no job whose runs
+    could be counted (at most the count's GPUs times 730 hours)."""
+
+    gpu_hours_per_month = _gpu_hours_per_month(required=True)
+
+    class Meta:
+        exclude = ("runs_per_month",)
+
+
 class ConstraintsSchema(Schema):
     budget_capital_usd = _money("the most to spend buying (on-premise)")
     budget_monthly_usd = _money("the most to spend a month")
     deadline_hours = fields.Float(validate=validate.Range(min=0, min_inclusive=False, max=1e7))
-    max_gpus = fields.Integer(validate=validate.Range(1, 1024))
+    max_gpus = fields.Integer(validate=validate.Range(1, 1024), strict=True)
     providers = fields.List(fields.String(), validate=validate.Length(max=20))
     regions = fields.List(fields.String(), validate=validate.Length(max=50))
     deployment = fields.String(load_default="any", validate=validate.OneOf(rank.DEPLOYMENTS))
@@ -96,21 +116,43 @@ class ConstraintsSchema(Schema):
         return Constraints(**data)
 
 
+def _within_bounds(overrides: dict[str, float]) -> None:
+    bounds = cost.OVERRIDE_BOUNDS
+    problems = {k: error for k, v in overrides.items() if (error := bounds[k].error(v))}
+    if problems:
+        raise ValidationError(problems)
+
+
 def _onprem_overrides() -> fields.Dict:
     return fields.Dict(
         keys=fields.String(validate=validate.OneOf(cost.OVERRIDABLE)),
-        values=fields.Float(validate=validate.Range(min=0, max=1e9)),
-        metadata={"description": "on-premise cost parameters to use instead of the defaults"},
+        values=fields.Float(),
+        validate=_within_bounds,
+        metadata={
+            "description": "on-premise cost parameters to use instead of the defaults",
+            "properties": {
+                k: {"type": "number", "minimum": b.least, "maximum": b.most}
+                for k, b in cost.OVERRIDE_BOUNDS.items()
+            },
+            "additionalProperties": False,
+        },
     )
 
 
-class RecommendationRequestSchema(Schema):
-    model = fields.Dict(metadata={"description": MODEL_DESCRIPTION})
+class RecommendationRequestSchema(OneSource, Schema):
+    SOURCES = (("model", "workload"), ("profile_id",), ("trace_id",))
+
+    model = model_field()
     workload = fields.Nested(WorkloadSchema)
-    profile_id = fields.String()
-    trace_id = fields.String(metadata={"description": "a stored trace of a sample run"})
+    profile_id = fields.String(validate=validate.Length(1, 100))
+    trace_id = fields.String(
+        validate=validate.Length(1, 100),
+        metadata={"description": "a stored trace of a sample run"},
+    )
     count = fields.Integer(
-        validate=validate.Range(1, 1024), metadata={"description": "a trace's GPU count"}
+        validate=validate.Range(1, 1024),
+        strict=True,
+        metadata={"description": "a trace's GPU count"},
     )
     objective = fields.String(load_default="best_value", validate=validate.OneOf(rank.OBJECTIVES))
     constraints = fields.Nested(ConstraintsSchema, load_default=Constraints)
@@ -134,22 +176,11 @@ class RecommendationRequestSchema(Schema):
             "(fewer instances, GPUs, then the shorter job), carbon or time"
         },
     )
-    global_batch_size = fields.Integer(validate=validate.Range(1, 10_000_000))
+    global_batch_size = fields.Integer(validate=validate.Range(1, 10_000_000), strict=True)
     weight_precision = layout_options()["weight_precision"]
     kv_precision = layout_options()["kv_precision"]
     submitted_benchmarks = layout_options()["submitted_benchmarks"]
     concurrency = layout_options()["concurrency"]
-
-    @validates_schema
-    def _one_source(self, data: dict[str, Any], **_: Any) -> None:
-        given = [k for k in ("profile_id", "trace_id") if data.get(k)]
-        has_model = "model" in data or "workload" in data
-        if len(given) + has_model > 1:
-            raise ValidationError("give model and workload, or profile_id, or trace_id", "model")
-        if not given:
-            missing = [k for k in ("model", "workload") if k not in data]
-            if missing:
-                raise ValidationError("required (or give profile_id or trace_id)", missing[0])
 
     @post_load
     def _typed(self, data: dict[str, Any], **_: Any) -> RecommendationRequest:
@@ -178,8 +209,8 @@ class RecommendationSchema(Schema):
     created_at = fields.String()
     request = fields.Dict(
         metadata={
-            "description": "the request as it was sent (a RecommendationRequest, its values "
-            "as the client wrote them: 0 for false is accepted, and kept)"
+            "description": "the request as it was sent (a RecommendationRequest as the "
+            "client wrote it: no defaults filled in, numbers as written)"
         }
     )
 
@@ -206,18 +237,21 @@ def answer(raw: dict[str, Any], body: RecommendationRequest) -> bytes | Response
     HTTP request being served: its Response is final, returned as is."""
     st = state()
     service = st.layers.service(body.submitted_benchmarks)
+    if body.trace_id:  # the cache keys on the request: the trace is its owner's first
+        must_read(body.trace_id)
     ident = rank.request_id(raw, f"{service.knowledge.version}:{rulebook().digest}")
     hit = st.cache.get(PREFIX + ident)
     if hit is not None:  # the answer as first given, sent as stored
         return hit
     limits = ("RIGHTSIZE_COMPUTE_TIME_LIMIT_S", "RIGHTSIZE_PROFILE_TIME_LIMIT_S")
-    shared = st.cache.backend == "redis" and st.cache.reachable
+    shared = st.cache.shared
     limit = sum(float(st.settings[k]) for k in limits)
     with st.compute.admitted():  # new work: within the client's share, wherever it runs
-        answered = st.compute.answer(request, g.request_id, limit, shared)
+        long = _known_long(body)
+        answered = st.compute.answer(request, g.request_id, limit, shared, long)
         if answered is not None:  # by a compute process
             return answered
-        ranked = rank.recommend(service, body)
+        ranked = rank.recommend(service, body, reader())
     full = {
         "id": ident,
         **ranked,
@@ -225,8 +259,20 @@ def answer(raw: dict[str, Any], body: RecommendationRequest) -> bytes | Response
         "request": raw,
     }
     data: bytes = current_app.json.dumps(schema_instance(RecommendationSchema).dump(full)).encode()
-    st.cache.set(PREFIX + ident, data, int(st.settings["RIGHTSIZE_RECOMMENDATION_TTL_S"]))
+    ttl_s = int(st.settings["RIGHTSIZE_RECOMMENDATION_TTL_S"])
+    st.cache.set(PREFIX + ident, data, ttl_s, durable=True)
     return data
+
+
+def _known_long(body: RecommendationRequest) -> bool:
+    """Whether ranking ``body`` is known to be long work: its model's count is (the
+    compute pool keeps such work off the process light work needs)."""
+    if body.model is None:
+        return False
+    try:
+        return expected_long(state().profiles.resolve(body.model))
+    except ProfileError:
+        return False  # the ranking says what is wrong with it, at once
 
 
 def stored(rec_id: str) -> bytes:
@@ -249,8 +295,8 @@ class Recommendation(MethodView):
 
 class TcoRequestSchema(Schema):
     gpu = fields.String(required=True, metadata={"description": "GPU id or name"})
-    count = fields.Integer(load_default=1, validate=validate.Range(1, 4096))
-    usage = fields.Nested(UsageSchema, required=True)
+    count = fields.Integer(load_default=1, validate=validate.Range(1, 4096), strict=True)
+    usage = fields.Nested(HoursUsageSchema, required=True)
     onprem = _onprem_overrides()
     providers = fields.List(fields.String(), validate=validate.Length(max=20))
     regions = fields.List(fields.String(), validate=validate.Length(max=50))

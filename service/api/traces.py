@@ -1,9 +1,11 @@
-"""``/v1/traces``: upload a profiler trace of a sample run; analysis, projections, advice."""
+"""``/v1/traces``: upload a profiler trace of a sample run; analysis, projections, advice.
+
+A trace is the uploading key's: that key and the administrators read it, project it and
+recommend from it; anyone else (a request without a key too) is told there is none (404).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
 from typing import IO, Any
 
 from flask import request
@@ -16,10 +18,11 @@ from service import jobs
 from service.api.base import Blueprint
 from service.api.jobs import JobAcceptedSchema, accepted
 from service.engine.traces import TraceOptions
-from service.errors import ApiError, InvalidInput, NotFound, PayloadTooLarge
-from service.local_jobs import JobFailed, Work
+from service.errors import ApiError, InvalidInput, NotFound, PayloadTooLarge, TooManyRequests
+from service.local_jobs import OwnerBusy
+from service.security import caller, reader
 from service.state import state
-from service.uploads import Upload
+from service.uploads import Upload, job_payload
 
 blp = Blueprint("traces", __name__, url_prefix="/v1/traces", description="Traced sample runs")
 
@@ -31,6 +34,7 @@ UPLOAD_DOC = {
             "schema": {
                 "type": "object",
                 "properties": {"file": {"type": "string", "format": "binary"}},
+                "required": ["file"],
             }
         },
         "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
@@ -42,23 +46,26 @@ UPLOAD_DOC = {
 
 class TraceQuerySchema(Schema):
     reference_gpu = fields.String(
-        metadata={"description": "GPU id of the machine traced (default: from deviceProperties)"}
+        validate=validate.Length(max=100),
+        metadata={"description": "GPU id of the machine traced (default: from deviceProperties)"},
     )
     step_marker = fields.String(
+        validate=validate.Length(max=200),
         metadata={
             "description": "name prefix of the spans that mark steps (default ProfilerStep#N)"
-        }
+        },
     )
     precision = fields.String(
         validate=validate.OneOf(["fp32", "tf32", "bf16", "fp16", "fp8"]),
         metadata={"description": "what the run computed in"},
     )
-    batch_size = fields.Integer(validate=validate.Range(min=1))
+    batch_size = fields.Integer(validate=validate.Range(1, 100_000_000))
     profile_id = fields.String(
+        validate=validate.Length(max=100),
         metadata={
             "description": "profile of the traced model and workload (POST /v1/profiles), "
             "to match its FLOPs to the measured step"
-        }
+        },
     )
 
 
@@ -84,7 +91,12 @@ class TraceSchema(Schema):
     advice = fields.List(
         fields.Dict(), metadata={"description": "software fixes, predicted effect"}
     )
-    options = fields.Dict()
+    options = fields.Dict(
+        metadata={
+            "description": "the upload's options, and owner: the id of the key that uploaded "
+            "it (a trace is read by that key and the administrators alone)"
+        }
+    )
     notes = fields.List(fields.String())
     parse_seconds = fields.Float()
 
@@ -134,8 +146,17 @@ def _upload() -> Upload:
 
 
 def _options(args: dict[str, Any]) -> TraceOptions:
+    """The upload's options, with its owner: the key that sent it (an upload needs one)."""
     names = ("reference_gpu", "step_marker", "precision", "batch_size", "profile_id")
-    return TraceOptions(**{k: args.get(k) for k in names})
+    key = caller()
+    return TraceOptions(**{k: args.get(k) for k in names}, owner=key.key_id if key else None)
+
+
+def must_read(trace_id: str) -> None:
+    """404 unless the caller may read the trace ``trace_id``: checked before an answer
+    computed from it is looked up in the cache, which keys on the request alone."""
+    if state().traces.get(trace_id, reader()) is None:
+        raise NotFound("trace", trace_id, [])
 
 
 def format_problem(error: TraceFormatError) -> ApiError:
@@ -172,27 +193,24 @@ class Traces(MethodView):
                     return accepted(jobs.submit(app.redis, app.settings["RIGHTSIZE_KEY_PREFIX"],
                                                 raw, options, app.traces.ttl_s,
                                                 app.traces.limits, app.traces.bounds))  # fmt: skip
-            return accepted(app.local_jobs.submit(_analysis(upload.path(), options)))
+            assert app.local_jobs is not None  # the embedded set-up has its own jobs
+            kept = upload.keep(app.local_jobs.uploads)
+            try:
+                job = app.local_jobs.submit("trace", job_payload(kept, options), _owner())
+            except OwnerBusy as exc:
+                kept.unlink(missing_ok=True)
+                raise TooManyRequests(str(exc), retry_after_s=30) from None
+            return accepted(job)
         except TraceFormatError as exc:
             raise format_problem(exc) from None
         finally:
             upload.discard()
 
 
-def _analysis(path: Path, options: TraceOptions) -> Work:
-    """A local job's work: the trace in ``path`` analysed (and the file removed)."""
-    traces = state().traces
-
-    def work(report: Callable[[str], None]) -> dict[str, Any]:
-        try:
-            record = traces.ingest_file(path, options, report)
-        except TraceFormatError as exc:
-            raise JobFailed(exc.kind, str(exc)) from None
-        finally:
-            path.unlink(missing_ok=True)
-        return {"trace_id": record["trace_id"], "trace_url": f"/v1/traces/{record['trace_id']}"}
-
-    return work
+def _owner() -> str:
+    """Who a job is kept for: the key that sent it."""
+    key = caller()
+    return key.key_id if key else "-"
 
 
 @blp.route("/<string:trace_id>")
@@ -202,7 +220,7 @@ class TraceById(MethodView):
     @blp.problem(503)
     def get(self, trace_id: str) -> dict[str, Any]:
         """A trace's analysis, with the reference GPU and software advice"""
-        record = state().traces.get(trace_id)
+        record = state().traces.get(trace_id, reader())
         if record is None:
             raise NotFound("trace", trace_id, [])
         return state().traces.view(record)
@@ -218,7 +236,7 @@ class TraceProjections(MethodView):
     def post(self, body: dict[str, Any], trace_id: str) -> dict[str, Any]:
         """Project the traced step onto other GPUs (each part scaled by what bounds it)"""
         traces = state().traces
-        record = traces.get(trace_id)
+        record = traces.get(trace_id, reader())
         if record is None:
             raise NotFound("trace", trace_id, [])
         knowledge = state().knowledge

@@ -37,6 +37,28 @@ DEFAULT_IDS = {
     "utilisation": "utilisation.default",
 }
 OVERRIDABLE = ("gpu_price_usd", *DEFAULT_IDS)
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """What an override may be: from ``least`` to ``most``."""
+
+    least: float
+    most: float
+
+    def error(self, value: float) -> str | None:
+        if self.least <= value <= self.most:
+            return None
+        return f"must be between {self.least:g} and {self.most:g}"
+
+
+# a PUE is 1 or more (the IT load itself); costs divide by the depreciation years and the
+# utilisation, so neither comes near 0
+OVERRIDE_BOUNDS = {name: Bounds(0, 1e9) for name in OVERRIDABLE} | {
+    "pue": Bounds(1, 10),
+    "depreciation_years": Bounds(0.1, 50),
+    "utilisation": Bounds(0.01, 1),
+}
 ASSUMPTIONS = (
     "On-premise, the GPUs are bought for the peak: capital (GPUs, server slots and, beyond "
     "one 8-GPU server, the inter-node fabric) is depreciated straight-line over "
@@ -158,6 +180,9 @@ def onprem_parameters(
     for name, value in (overrides or {}).items():
         if name not in OVERRIDABLE:
             raise InvalidRequest(f"onprem.{name}", f"one of {', '.join(OVERRIDABLE)}", name)
+        problem = OVERRIDE_BOUNDS[name].error(value)
+        if problem is not None:
+            raise InvalidRequest(f"onprem.{name}", problem, value)
         default = stored.get(name, Parameter(gpu_price_id, 0.0, "usd", "", ""))
         out[name] = Parameter(default.id, float(value), default.unit, "request", "request")
     if "gpu_price_usd" not in out:

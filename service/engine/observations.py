@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import statistics
 import tempfile
@@ -206,6 +207,31 @@ def items_per_sample(workload: Workload, store: BenchmarkProfiles, precision: st
     if shape.items_per_sample == "tokens":
         return store.tokens_per_sample(workload, precision)
     return float(shape.items_per_sample)
+
+
+def training_flops_per_unit(knowledge: Knowledge) -> dict[str, float]:
+    """Training FLOPs (forward + backward, as the profiler counts one sample at batch 1)
+    per unit of each benchmarked workload's throughput, from the shipped step profiles
+    (the least over their precisions); a workload they lack is left out. Kept with
+    ``knowledge``."""
+    key = ("training-flops-per-unit",)
+    found = knowledge.derived.get(key)
+    if isinstance(found, dict):
+        return found
+    out: dict[str, float] = {}
+    for entry in shipped_entries().values():
+        workload = knowledge.workloads.get(str(entry.get("workload")))
+        if workload is None or workload.profile is None or entry["request"]["batch_size"] != 1:
+            continue
+        step = StepProfile.from_dict(entry["step"])
+        work = step.mix.work.items()
+        flops = sum(f for (phase, _), (f, _) in work if phase in ("forward", "backward"))
+        shape = workload.profile.items_per_sample
+        units = step.tokens_per_step if shape == "tokens" else float(shape) * step.samples_per_step
+        if flops > 0 and units > 0:
+            out[workload.id] = min(flops / units, out.get(workload.id, math.inf))
+    knowledge.derived[key] = out
+    return out
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ class ProfileService:
         result = self.count(resolved, workload, self.time_limit_s)
         if self.observe is not None:
             self.observe(time.perf_counter() - started)
-        self.cache.set(key, json.dumps(result).encode(), self.ttl_s)
+        self.cache.set(key, json.dumps(result).encode(), self.ttl_s, durable=True)
         return result, False
 
     def get(self, ident: str) -> dict[str, Any] | None:

@@ -35,6 +35,7 @@ from service.engine.errors import InvalidRequest, NotFound
 from service.engine.estimate import USABLE_MEMORY_SHARE
 from service.engine.job import Energy, JobTime, Sizes
 from service.engine.layout import Layout, LayoutMemory, ModelShape, memory_parts
+from service.engine.owners import NOBODY, Reader
 from service.engine.parallel import (
     Network,
     Parts,
@@ -1035,13 +1036,16 @@ def why_first(shown: Sequence[Candidate], s: Setting, lowest: Candidate | None) 
     )
 
 
-def recommend(service: EstimateService, request: RecommendationRequest) -> dict[str, Any]:
+def recommend(
+    service: EstimateService, request: RecommendationRequest, reader: Reader = NOBODY
+) -> dict[str, Any]:
     """The ranked, costed and explained candidates for a request (``POST
-    /v1/recommendations``), without its id (see :func:`request_id`)."""
+    /v1/recommendations``), without its id (see :func:`request_id`); a trace it names is
+    read as ``reader`` (by default no key's: one names no trace)."""
     book = rulebook()
     excluded: list[dict[str, Any]] = []
     if request.trace_id:
-        record = service.traces.get(request.trace_id)
+        record = service.traces.get(request.trace_id, reader)
         if record is None:
             raise NotFound("trace", request.trace_id)
         part = record["analysis"].get("breakdown") or {}

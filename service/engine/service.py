@@ -30,6 +30,7 @@ from service.engine.estimate import (
 )
 from service.engine.model import MODEL_VERSION, PerformanceModel, build
 from service.engine.observations import read_json, write_json
+from service.engine.owners import Reader
 from service.engine.profiling import ProfileService
 from service.engine.projection import resource
 from service.engine.step_profile import StepProfile
@@ -167,12 +168,13 @@ class EstimateService:
         profiled, _ = self.profiles.profile(body["model"], body["workload"])
         return profiled
 
-    def request(self, body: dict[str, Any]) -> Estimate:
-        """An estimate for the API's request body (validated by its schema)."""
+    def request(self, body: dict[str, Any], reader: Reader) -> Estimate:
+        """An estimate for the API's request body (validated by its schema); a trace it
+        names is read as ``reader``."""
         gpu = self.knowledge.gpu(body["gpu"])
         count = body.get("count", 1)
         if body.get("trace_id"):
-            return self.from_trace(body["trace_id"], gpu, count, body.get("reference_gpu"))
+            return self.from_trace(body["trace_id"], gpu, count, reader, body.get("reference_gpu"))
         found = self.body_profile(body)
         return self.from_profile(
             StepProfile.from_profile(found),
@@ -183,10 +185,16 @@ class EstimateService:
         )
 
     def from_trace(
-        self, trace_id: str, gpu: Gpu, count: int, reference_gpu: str | None = None
+        self,
+        trace_id: str,
+        gpu: Gpu,
+        count: int,
+        reader: Reader,
+        reference_gpu: str | None = None,
     ) -> Estimate:
-        """The traced step projected onto ``gpu``; its input stall is a bound of its own."""
-        record = self.traces.get(trace_id)
+        """The traced step projected onto ``gpu``; its input stall is a bound of its own.
+        A trace ``reader`` may not read is not found."""
+        record = self.traces.get(trace_id, reader)
         if record is None:
             raise NotFound("trace", trace_id)
         found = self.traces.projections(record, [gpu.id], count, reference_gpu)

@@ -1,14 +1,18 @@
 """Traced sample runs: ingest (now, or as a background job), store, project, advise.
 
-A trace is stored under its ``trace_id`` (a hash of the uploaded bytes and the step
-marker) in the cache: Redis with a TTL when configured, in-process otherwise. A trace
-whose JSON is larger than :attr:`Bounds.inline_bytes` is a background job (on the rq
-queue with Redis, in this process without), analysed in a process of its own within the
-time and memory of its :class:`Bounds` (:mod:`profiles.trace.bounded`).
+A trace is stored under its ``trace_id`` in the cache: Redis with a TTL when configured,
+in-process otherwise. The id is a hash of the uploaded bytes, the step marker, the owner
+(the key that uploaded it) and the other options (:func:`trace_id_of`): a trace is its
+owner's, read by its owner and the administrators alone (:mod:`service.engine.owners`);
+another key's upload of the same bytes, or the owner's with other options, is another
+trace. A trace whose JSON is larger than :attr:`Bounds.inline_bytes` is a background
+job (on the rq queue with Redis, in this process without), analysed in a process of its
+own within the time and memory of its :class:`Bounds` (:mod:`profiles.trace.bounded`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -22,6 +26,7 @@ from profiles.trace.bounded import analyse_bounded
 from profiles.trace.read import analysed
 from profiles.trace.stream import Limits
 from service.engine.errors import UnknownReference
+from service.engine.owners import Reader
 from service.engine.ports import KeyValueStore
 from service.engine.projection import advice, mixed_tensor_rate, project
 
@@ -37,6 +42,7 @@ class TraceOptions:
     precision: str | None = None
     batch_size: int | None = None
     profile_id: str | None = None  # a profile of the traced model (POST /v1/profiles)
+    owner: str | None = None  # the id of the API key that uploaded it
 
 
 @dataclass(frozen=True)
@@ -69,9 +75,13 @@ class TraceService:
         the record (a background job's work)."""
         return ingest_file(path, options, self.cache, self.ttl_s, self.limits, self.bounds, report)
 
-    def get(self, trace_id: str) -> dict[str, Any] | None:
+    def get(self, trace_id: str, reader: Reader) -> dict[str, Any] | None:
+        """The stored record, if ``reader`` may read it (None otherwise, as for no trace)."""
         hit = self.cache.get(PREFIX + trace_id)
-        return json.loads(hit) if hit is not None else None
+        if hit is None:
+            return None
+        record: dict[str, Any] = json.loads(hit)
+        return record if reader.may_read(owner_of(record)) else None
 
     def reference(self, record: dict[str, Any], override: str | None = None) -> Gpu | None:
         """The reference GPU: as the client named it, else the trace's device name."""
@@ -166,12 +176,27 @@ class TraceService:
         }
 
 
+def trace_id_of(content_id: str, options: TraceOptions) -> str:
+    """A stored trace's id: the hash of its bytes and step marker (``content_id``, from
+    :func:`profiles.trace.read.analysed`) with its owner and every other option."""
+    digest = hashlib.sha256(content_id.encode())
+    digest.update(json.dumps(asdict(options), sort_keys=True).encode())
+    return digest.hexdigest()[:24]
+
+
+def owner_of(record: dict[str, Any]) -> str | None:
+    """The key that uploaded a stored trace (None for one stored before owners were kept)."""
+    owner = record["options"].get("owner")
+    return str(owner) if owner is not None else None
+
+
 def record_of(
-    analysis: dict[str, Any], trace_id: str, options: TraceOptions, seconds: float
+    analysis: dict[str, Any], content_id: str, options: TraceOptions, seconds: float
 ) -> dict[str, Any]:
-    """What is stored of a trace: its analysis, id and options, and the parse's time."""
+    """What is stored of a trace: its analysis, id and options (its owner among them),
+    and the parse's time."""
     return {
-        "trace_id": trace_id,
+        "trace_id": trace_id_of(content_id, options),
         "analysis": analysis,
         "options": asdict(options),
         "parse_seconds": round(seconds, 4),
@@ -179,7 +204,7 @@ def record_of(
 
 
 def store(record: dict[str, Any], cache: KeyValueStore, ttl_s: int) -> dict[str, Any]:
-    cache.set(PREFIX + record["trace_id"], json.dumps(record).encode(), ttl_s)
+    cache.set(PREFIX + record["trace_id"], json.dumps(record).encode(), ttl_s, durable=True)
     return record
 
 
@@ -188,8 +213,8 @@ def ingest(
 ) -> dict[str, Any]:
     """Read, analyse and store one trace (a small one, in the request)."""
     started = time.monotonic()
-    analysis, trace_id = analysed(raw, limits, options.step_marker)
-    return store(record_of(analysis, trace_id, options, time.monotonic() - started), cache, ttl_s)
+    analysis, content_id = analysed(raw, limits, options.step_marker)
+    return store(record_of(analysis, content_id, options, time.monotonic() - started), cache, ttl_s)
 
 
 def ingest_file(
@@ -203,7 +228,7 @@ def ingest_file(
 ) -> dict[str, Any]:
     """Analyse the trace in ``path`` in a process of its own, within ``bounds``; store it."""
     started = time.monotonic()
-    analysis, trace_id = analyse_bounded(
+    analysis, content_id = analyse_bounded(
         path, limits, options.step_marker, bounds.time_limit_s, bounds.memory_bytes, report
     )
-    return store(record_of(analysis, trace_id, options, time.monotonic() - started), cache, ttl_s)
+    return store(record_of(analysis, content_id, options, time.monotonic() - started), cache, ttl_s)

@@ -40,7 +40,9 @@ def pooled(redis_url: str) -> Iterator[Flask]:
     """An app whose worker has one compute process (as gunicorn's post_worker_init starts
     it), on a real Redis."""
     prefix = f"rightsize-test:compute-{os.getpid()}:"
-    app = create_app({"TESTING": True, "REDIS_URL": redis_url, "KEY_PREFIX": prefix})
+    app = create_app(
+        {"TESTING": True, "REDIS_URL": redis_url, "KEY_PREFIX": prefix, "COMPUTE_PROCESSES": 1}
+    )
     with app.app_context():
         pool = state().compute
         pool.start()

@@ -15,8 +15,9 @@ import pytest
 from flask import Flask
 
 from service import create_app, submissions
+from service.keys import KeyFile
 from service.submissions import SubmissionStore
-from tests.conftest import WRITE_KEY, with_key
+from tests.conftest import KEYS_FILE, WRITE_KEY, with_key
 from tests.service.helpers import get_json, problem
 from tests.service.test_benchmarks_write import ROW
 
@@ -129,9 +130,9 @@ def test_reading_after_a_new_batch_reads_and_checks_only_that_batch(
     checked: list[int] = []
     real = submissions.check_rows
 
-    def counting(knowledge: Any, rows: Any) -> Any:
+    def counting(knowledge: Any, rows: Any, *rest: Any) -> Any:
         checked.append(len(rows))
-        return real(knowledge, rows)
+        return real(knowledge, rows, *rest)
 
     monkeypatch.setattr(submissions, "check_rows", counting)
     assert get_json(client, "/v1/benchmarks?layer=submitted&page_size=1")["total"] == 3000
@@ -154,10 +155,12 @@ def test_reading_after_a_new_batch_reads_and_checks_only_that_batch(
 
 
 def test_a_batch_stored_before_lines_said_their_batch_is_served_whole(tmp_path: Path) -> None:
-    """Files written before each line carried its batch's size: every row of a batch is
-    still served with it."""
+    """Files written before each line carried its batch's size (or whether it was shared):
+    every row of a batch is still served with it, to the administrators (a row stored
+    before sharing was a choice is not shared)."""
     app = _app(tmp_path)
     client = with_key(app.test_client())
+    admin = with_key(app.test_client(), KeyFile(KEYS_FILE).create("admin", "admin")[0])
     path = _store(app).path
     legacy = [
         {"id": f"old-{i}", "batch_id": "old", "submitted_by": "k", "row": ROW,
@@ -165,9 +168,10 @@ def test_a_batch_stored_before_lines_said_their_batch_is_served_whole(tmp_path: 
         for i in range(3)
     ]  # fmt: skip
     path.write_text("".join(json.dumps(line) + "\n" for line in legacy), encoding="utf-8")
-    assert [r["id"] for r in get_json(client, "/v1/benchmarks/batches/old")["rows"]] == [
+    assert [r["id"] for r in get_json(admin, "/v1/benchmarks/batches/old")["rows"]] == [
         "old-0", "old-1", "old-2"
     ]  # fmt: skip
+    problem(client.get("/v1/benchmarks/batches/old"), 404)  # another key's, not shared
     new = client.post("/v1/benchmarks", json=ROW).get_json()
     assert len(get_json(client, f"/v1/benchmarks/batches/{new['batch_id']}")["rows"]) == 1
-    assert len(get_json(client, "/v1/benchmarks/batches/old")["rows"]) == 3
+    assert len(get_json(admin, "/v1/benchmarks/batches/old")["rows"]) == 3
