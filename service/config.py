@@ -43,6 +43,7 @@
 | ``RIGHTSIZE_CONNECTIONS_PER_ADDRESS`` | ``64`` | per worker (429 beyond; 0: none) |
 | ``RIGHTSIZE_MAX_CONNECTIONS`` | ``1000`` | connections a worker holds (503 beyond) |
 | ``RIGHTSIZE_SUBMISSIONS_PER_KEY_PER_DAY`` | ``10000`` | benchmark rows a key may store a day |
+| ``RIGHTSIZE_SUBMISSIONS_MAX_ROWS_PER_KEY`` | ``10000`` | rows one key may keep (507 beyond) |
 | ``RIGHTSIZE_SUBMISSIONS_MAX_ROWS`` | ``100000`` | benchmark rows stored in all (507 beyond) |
 | ``RIGHTSIZE_SUBMISSIONS_MAX_BYTES`` | 128 MiB | size of the submissions file (507 beyond) |
 """
@@ -192,6 +193,7 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any]] = {
     "CONNECTIONS_PER_ADDRESS": (_int_between(0, 1_000_000), 64),
     "MAX_CONNECTIONS": (_int_between(1, 1_000_000), 1000),
     "SUBMISSIONS_PER_KEY_PER_DAY": (_positive_int, 10_000),
+    "SUBMISSIONS_MAX_ROWS_PER_KEY": (_positive_int, 10_000),
     "SUBMISSIONS_MAX_ROWS": (_positive_int, 100_000),
     "SUBMISSIONS_MAX_BYTES": (_positive_int, 128 * 2**20),
 }

@@ -45,6 +45,36 @@ def worker(client: redis.Redis, simple: bool = False) -> BaseWorker:
     return Worker([queue(client)], connection=client, serializer=JSONSerializer)
 
 
+class OwnerBusy(Exception):
+    """The key already has its share of trace jobs queued or running."""
+
+
+ACTIVE = frozenset({"queued", "started", "deferred", "scheduled"})
+
+
+def _within_share(client: redis.Redis, prefix: str, owner: str, per_owner: int) -> str:
+    """The key of ``owner``'s set of trace jobs, once its jobs still queued or running
+    are fewer than ``per_owner`` (:class:`OwnerBusy` otherwise): one key's jobs do not
+    take the whole queue from the others."""
+    mine = f"{prefix}trace-jobs:{owner}"
+    ids = [i.decode() for i in client.smembers(mine)]  # type: ignore[union-attr]
+    for job_id in ids:
+        try:
+            state = str(Job.fetch(job_id, connection=client, serializer=JSONSerializer)
+                        .get_status(refresh=True))  # fmt: skip
+        except (NoSuchJobError, ValueError):
+            state = "gone"
+        if state.rsplit(".", maxsplit=1)[-1].lower() not in ACTIVE:
+            client.srem(mine, job_id)
+            ids.remove(job_id)
+    if len(ids) >= per_owner:
+        raise OwnerBusy(
+            f"this key has {len(ids)} trace jobs queued or running (its share is "
+            f"{per_owner}): wait for one to finish"
+        )
+    return mine
+
+
 def submit(
     client: redis.Redis,
     prefix: str,
@@ -53,9 +83,11 @@ def submit(
     ttl_s: int,
     limits: Limits,
     bounds: Bounds,
+    per_owner: int = 4,
 ) -> str:
     """Queue the analysis of an upload (copied into Redis a chunk at a time); returns the
-    job id."""
+    job id. A key may have ``per_owner`` of them queued or running (:class:`OwnerBusy`)."""
+    mine = _within_share(client, prefix, options.owner or "-", per_owner)
     upload_key = f"{prefix}upload:{uuid.uuid4().hex}"
     client.set(upload_key, b"", ex=UPLOAD_TTL_S)
     while chunk := upload.read(COPY_CHUNK):
@@ -73,6 +105,8 @@ def submit(
         failure_ttl=ttl_s,
         meta={"owner": options.owner},
     )
+    client.sadd(mine, job.id)
+    client.expire(mine, ttl_s)
     return str(job.id)
 
 

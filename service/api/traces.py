@@ -189,10 +189,15 @@ class Traces(MethodView):
                     {"Location": f"/v1/traces/{record['trace_id']}"},
                 )
             if app.redis is not None:  # the queue (503 while Redis is away)
+                share = app.settings["RIGHTSIZE_TRACE_JOBS_PER_KEY"]
                 with upload.stream() as raw:
-                    return accepted(jobs.submit(app.redis, app.settings["RIGHTSIZE_KEY_PREFIX"],
-                                                raw, options, app.traces.ttl_s,
-                                                app.traces.limits, app.traces.bounds))  # fmt: skip
+                    try:
+                        job = jobs.submit(app.redis, app.settings["RIGHTSIZE_KEY_PREFIX"], raw,
+                                          options, app.traces.ttl_s, app.traces.limits,
+                                          app.traces.bounds, share)  # fmt: skip
+                    except jobs.OwnerBusy as exc:
+                        raise TooManyRequests(str(exc), retry_after_s=30) from None
+                return accepted(job)
             assert app.local_jobs is not None  # the embedded set-up has its own jobs
             kept = upload.keep(app.local_jobs.uploads)
             try:
@@ -208,7 +213,7 @@ class Traces(MethodView):
 
 
 def _owner() -> str:
-    """Who a job is kept for: the key that sent it."""
+    """Who a job is kept for: the key that sent it (an upload needs one)."""
     key = caller()
     return key.key_id if key else "-"
 

@@ -118,6 +118,20 @@ def test_the_store_holds_at_most_its_rows_in_all(tmp_path: Path) -> None:
     assert len(_store(app).all()) == 5
 
 
+def test_a_key_keeps_at_most_its_rows_before_the_store_is_full(tmp_path: Path) -> None:
+    """Ten write keys filled the store's 100,000 rows in 14 s, and every key got 507 from
+    then on: a key has a cap of its own, below the store's."""
+    app = _app(tmp_path, SUBMISSIONS_MAX_ROWS_PER_KEY=4, SUBMISSIONS_MAX_ROWS=10)
+    client = with_key(app.test_client())
+    assert client.post("/v1/benchmarks", json={"rows": [ROW] * 4}).status_code == 201
+    found = problem(client.post("/v1/benchmarks", json=ROW), 507)
+    assert "RIGHTSIZE_SUBMISSIONS_MAX_ROWS_PER_KEY" in found["detail"]
+    other, _ = KeyFile(KEYS_FILE).create("another team", "write")
+    theirs = with_key(app.test_client(), other).post("/v1/benchmarks", json={"rows": [ROW] * 4})
+    assert theirs.status_code == 201  # the store still has room for the others
+    assert len(_store(app).all()) == 8
+
+
 def test_reading_after_a_new_batch_reads_and_checks_only_that_batch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

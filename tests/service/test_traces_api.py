@@ -9,7 +9,8 @@ import redis
 from flask.testing import FlaskClient
 
 from service import create_app, jobs
-from tests.conftest import with_key
+from service.keys import KeyFile
+from tests.conftest import KEYS_FILE, with_key
 from tests.profiles.trace_factory import known_steps
 from tests.service.helpers import fields_in, problem
 
@@ -156,6 +157,22 @@ class TestBackgroundJobs:
         state = client.get(job_url).get_json()
         assert state["status"] == "failed"
         assert state["error"]["kind"] == "not-json"
+
+    def test_a_key_has_a_bounded_share_of_the_queue(
+        self, redis_url: str, redis_prefix: str
+    ) -> None:
+        """One key's uploads once held the one worker for minutes while another key's
+        waited: a key may have TRACE_JOBS_PER_KEY queued or running."""
+        settings = {"REDIS_URL": redis_url, "KEY_PREFIX": redis_prefix, "TRACE_ASYNC_BYTES": 100}
+        app = create_app({**settings, "TRACE_JOBS_PER_KEY": 2})
+        client = with_key(app.test_client())
+        for steps in (4, 5):
+            assert _upload(client, known_steps(steps).gzipped()).status_code == 202
+        refused = problem(_upload(client, known_steps(6).gzipped()), 429)
+        assert "its share is 2" in refused["detail"]
+        other, _ = KeyFile(KEYS_FILE).create("another team", "write")
+        theirs = _upload(with_key(app.test_client(), other), known_steps(6).gzipped())
+        assert theirs.status_code == 202
 
     def test_unknown_job_is_404(self, redis_url: str, redis_prefix: str) -> None:
         app = create_app({"REDIS_URL": redis_url, "KEY_PREFIX": redis_prefix})
