@@ -1,32 +1,36 @@
-"""The running service under load: gunicorn (2 workers), a real Redis, a second process
-driving it over loopback.
+"""The running service under load, driven from a second process over loopback, in either
+set-up: ``production`` (a private ``redis-server`` with an append-only file, ``rightsize
+serve --workers 2`` and ``rightsize worker``) or ``embedded`` (``rightsize serve`` as
+``./scripts/serve`` starts it: one worker, the SQLite store), or ``both``.
 
-It starts a private ``redis-server`` (append-only file) and ``rightsize serve --workers 2``
-on free ports, sends each repeated request once (the warm-up), then drives the service
-from another process for ``--seconds`` at ``--connections`` keep-alive connections with a
-mix of catalog reads, profiles, estimates, plans and recommendations in which
-``--repeat`` of the requests are ones asked before (answered from the caches) and the
-rest are new (another GPU, count, filter or budget: computed). It prints requests/s,
-p50/p95/p99 per endpoint (cached and computed apart) and the errors.
+It sends each repeated request once (the warm-up), then drives the service for
+``--seconds`` at ``--connections`` keep-alive connections with a mix of catalog reads,
+profiles, estimates, plans and recommendations in which ``--repeat`` of the requests are
+ones asked before (answered from the caches) and the rest are new (another GPU, count,
+filter or budget: computed). It prints requests/s, p50/p95/p99 per endpoint (cached and
+computed apart) and the errors.
 
-``--outage`` runs the same load a second time while Redis is stopped 10 s into it and
-started again 10 s later, and counts the 5xx (target: none).
+``--outage`` (production) runs the same load a second time while Redis is stopped 10 s
+into it and started again 10 s later, and counts the 5xx (target: none).
 
-``--abuse`` runs the same load a second time beside the two ways issue 26 found to take
-the service down without a key, from other processes: 200 MiB bodies to a projection (a
-read under /v1/traces) and profiles of a 10,000-expert model that their client abandons
-after 2 s, each with a new vocabulary (never cached). Targets: cached recommendations'
-p99 within 2x the normal run's, and new work from the mix's clients still answered.
+``--abuse`` runs the same load a second time beside every way issues 26 and 37 found to
+take the service down without a key (``bench/attacks.py``: abandoned 10,000-expert
+profiles, 200 MiB bodies, slow bodies, slow headers, 1,100 idle connections, and twelve
+networks each waiting for an expensive profile), with a quiet client (a key of its own)
+asking for new work every 2 s. Targets: cached recommendations' p99 within 2x the normal
+run's; the quiet client's new work p99 under 2 s; the mix's new work still answered.
 
 Each connection of the mix is a client of its own (a read key each), as internal tools
-are: the service shares its compute processes between clients
-(``RIGHTSIZE_COMPUTE_PER_CLIENT``).
+are: the service shares its compute processes between clients.
+
+``--code DIR`` serves another checkout of rightsize (an earlier commit, with this
+environment's packages) under the same load, for before-and-after figures in one session.
 
 Targets on a 2-core machine (issue 13): no errors; p99 of cached recommendations
 <= 50 ms; >= 300 requests/s for the mix.
 
 Run: .venv/bin/python bench/bench_load.py [--seconds 60] [--connections 32] [--outage]
-     [--abuse]
+     [--abuse] [--setup production|embedded|both] [--code DIR]
 """
 
 from __future__ import annotations
@@ -38,16 +42,17 @@ import multiprocessing
 import os
 import random
 import resource
-import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import attacks
 from tests.service.redis_server import RedisServer, free_port
 
 RIGHTSIZE = str(Path(sys.executable).with_name("rightsize"))
@@ -240,97 +245,72 @@ def _keys(path: Path, count: int) -> list[str]:
     return [store.create(f"bench-{i}", "read")[0] for i in range(count)]
 
 
-MOE = {
-    "family": "transformer", "layers": 100, "hidden": 1024, "heads": 16, "ffn": 4096,
-    "vocab": 50001, "moe_experts": 10000, "moe_top_k": 10000, "gated": True,
-}  # fmt: skip
-BIG = 200 * 2**20
-PAYLOAD = b"[[[[1]]]]," * (4 * 2**20 // 10)
+ATTACKS = {  # name -> arguments of each of its processes
+    "abandon": [(i,) for i in range(8)],
+    "bodies": [(i,) for i in range(2)],
+    "slow_bodies": [(64,)],
+    "slow_headers": [(64,)],
+    "idle": [(1100,)],
+    "networks": [(i,) for i in range(12)],
+}
 
 
-def _send(port: int, method: str, path: str, head: dict[str, str], body: bytes) -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
-    lines = [f"{method} {path} HTTP/1.1", "Host: bench", *(f"{k}: {v}" for k, v in head.items())]
-    sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode() + body)
-    return sock
-
-
-def _status_of(sock: socket.socket, wait_s: float) -> int | None:
-    """The reply's status, or None if none came within ``wait_s`` (the client gives up)."""
-    sock.settimeout(wait_s)
-    try:
-        head = sock.recv(64)
-        return int(head.split(b" ", 2)[1]) if head else None
-    except (OSError, ValueError, IndexError):
-        return None
-    finally:
-        sock.close()
-
-
-def attack(port: int, seconds: float, kind: str, index: int, out: Any) -> None:
-    """One attacker, without a key. ``bodies``: a projection with a body said to be
-    200 MiB (it sends the first 4 MiB and waits for the answer), one a second;
-    ``abandon``: a new 10,000-expert profile given up after 2 s, one every 2 s whatever
-    the answer (as the report's 8 clients did). Paced, so that on this 2-core machine the
-    attackers' own loops do not take the CPU the service would have: what is measured is
-    what the requests cost the service."""
-    statuses: dict[str, int] = defaultdict(int)
-    start = time.monotonic()
-    vocab = 60_000 + index * 100_000
-    every = 1.0 if kind == "bodies" else 2.0
-    while (began := time.monotonic()) - start < seconds:
-        if kind == "bodies":
-            head = {"Content-Type": "application/json", "Content-Length": str(BIG)}
-            try:
-                sock = _send(port, "POST", "/v1/traces/x/projections", head, b'{"gpus":[')
-                sock.sendall(PAYLOAD)
-                statuses[str(_status_of(sock, 30))] += 1
-            except OSError:
-                statuses["closed by the server while sending"] += 1
-        else:
-            vocab += 1
-            body = json.dumps({"model": {**MOE, "vocab": vocab}, "workload": {
-                "task": "training", "batch_size": 1, "seq_len": 128}}).encode()  # fmt: skip
-            head = {"Content-Type": "application/json", "Content-Length": str(len(body))}
-            sock = _send(port, "POST", "/v1/profiles", head, body)
-            found = _status_of(sock, 2.0)
-            statuses["abandoned" if found is None else str(found)] += 1
-        time.sleep(max(0.0, every - (time.monotonic() - began)))
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    statuses["cpu_ms"] = int((usage.ru_utime + usage.ru_stime) * 1e3)
-    out.put((kind, dict(statuses)))
-
-
-def abused(port: int, args: argparse.Namespace, keys: list[str], steady: dict[str, Any]) -> None:
-    """The mix again, beside 8 abandoning attackers and 2 sending large bodies."""
+def abused(port: int, args: argparse.Namespace, keys: list[str], steady: dict[str, Any],
+           quiet_key: str) -> None:  # fmt: skip
+    """The mix again, beside every attack, and a quiet client's new work."""
     context = multiprocessing.get_context("spawn")
     queue: Any = context.Queue()
-    attackers = [context.Process(target=attack, args=(port, args.seconds, kind, i, queue))
-                 for i, kind in enumerate(["abandon"] * 8 + ["bodies"] * 2)]  # fmt: skip
-    print(
-        "\nthe same load beside 8 clients abandoning 10,000-expert profiles after 2 s and 2 "
-        "sending 200 MiB bodies to a projection (no key):"
+    processes = [
+        context.Process(target=attacks.run, args=(name, port, args.seconds, a, queue))
+        for name, runs in ATTACKS.items()
+        for a in runs
+    ]
+    processes.append(
+        context.Process(target=attacks.run, args=("quiet", port, args.seconds, (quiet_key,), queue))
     )
-    for attacker in attackers:
-        attacker.start()
+    print(
+        "\nthe same load beside, without a key: 8 clients abandoning 10,000-expert profiles "
+        "after 2 s, 2 sending 200 MiB bodies, 64 connections sending a body a byte every 5 s, "
+        "64 sending headers so, 1,100 idle connections from 20 addresses, 12 addresses of 12 "
+        "networks each waiting for a 10,000-expert profile; and a quiet client (a key) asking "
+        "for a new profile or recommendation every 2 s:"
+    )
+    for process in processes:
+        process.start()
     results = load(port, args, 3, keys)
     during = report(results, args.seconds)
     totals: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for _ in attackers:
-        kind, statuses = queue.get()
-        for status, n in statuses.items():
-            totals[kind][status] += n
-    for attacker in attackers:
-        attacker.join()
-    for kind, statuses in totals.items():
-        print(f"  attackers ({kind}): {dict(statuses)}")
+    quiet: list[tuple[str, int, float]] = []
+    cpu = 0.0
+    for _ in processes:
+        name, found, used = queue.get()
+        cpu += used
+        if name == "quiet":
+            quiet = found
+            continue
+        for status, n in found.items():
+            totals[name][status] += n
+    for process in processes:
+        process.join()
+    for name, statuses in totals.items():
+        print(f"  {name}: {dict(statuses)}")
+    print(f"  (the attackers used {cpu:.1f} CPU-s in {args.seconds:.0f} s)")
+    quiet_ms = [ms for _, _, ms in quiet]
+    quiet_ok = sum(1 for _, status, _ in quiet if status == 200)
+    print(
+        f"  the quiet client: {quiet_ok} of {len(quiet)} new answers 200 "
+        f"({dict(sorted(Counter(s for _, s, _ in quiet).items()))}); "
+        f"p50 {_percentile(quiet_ms, 0.5):.0f} ms, p99 {_percentile(quiet_ms, 0.99):.0f} ms, "
+        f"max {max(quiet_ms):.0f} ms"
+    )
     new_work = [s for _, e, new, s, _ in results if new and e in ("profiles", "recommendations")]
     answered = sum(1 for s in new_work if s == 200)
     ratio = during["cached_recommendations_p99_ms"] / steady["cached_recommendations_p99_ms"]
     print(
         f"targets: cached recommendations p99 {during['cached_recommendations_p99_ms']:.1f} ms, "
-        f"{ratio:.2f}x the normal run's (<= 2); the mix's new profiles and recommendations "
-        f"answered {answered} of {len(new_work)}"
+        f"{ratio:.2f}x the normal run's (<= 2); the quiet client's new work p99 "
+        f"{_percentile(quiet_ms, 0.99) / 1e3:.2f} s (< 2 s); the mix's new profiles and "
+        f"recommendations answered {answered} of {len(new_work)}"
     )
 
 
@@ -353,36 +333,50 @@ def outage(redis: RedisServer, port: int, args: argparse.Namespace, keys: list[s
     print(f"target: 5xx and dropped connections {during['server_errors']} (0)")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--seconds", type=float, default=60)
-    parser.add_argument("--connections", type=int, default=32)
-    parser.add_argument("--repeat", type=float, default=0.8)
-    parser.add_argument("--outage", action="store_true")
-    parser.add_argument("--abuse", action="store_true")
-    parser.add_argument("--threads", type=int, default=16, help="threads a worker")
-    args = parser.parse_args()
-    redis = RedisServer()
-    redis.start()
+def _serve(args: argparse.Namespace, setup: str, port: int, env: dict[str, str]) -> list[Any]:
+    """The service of ``setup`` (and, in production, its rq worker), from ``--code`` when
+    given (another checkout: its figures beside these, on the same machine)."""
+    workers = "2" if setup == "production" else "1"
+    command = [RIGHTSIZE]
+    if args.code:
+        env = {**env, "PYTHONPATH": str(args.code)}
+        command = [sys.executable, "-c", "from service.cli import main; main()"]
+    where = str(args.code) if args.code else None
+    serve = [*command, "serve", "--port", str(port), "--workers", workers]
+    if args.threads:
+        serve += ["--threads", str(args.threads)]
+    started = [subprocess.Popen(serve, env=env, cwd=where, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)]  # fmt: skip
+    if setup == "production":
+        quietly = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+        started.append(subprocess.Popen([*command, "worker"], env=env, cwd=where, **quietly))
+    return started
+
+
+def run_setup(args: argparse.Namespace, setup: str) -> None:
+    """The mix (then the outage or the attacks) against one set-up."""
+    redis = RedisServer() if setup == "production" else None
     port = free_port()
-    keys_file = redis.dir / "keys.json"
+    home = Path(tempfile.mkdtemp(prefix="rightsize-bench-"))
+    keys_file = home / "keys.json"
     env = {
         **os.environ,
-        "RIGHTSIZE_REDIS_URL": redis.url,
         "RIGHTSIZE_RATE_LIMIT": "1000000 per minute",
         "RIGHTSIZE_LOG_LEVEL": "WARNING",
         "RIGHTSIZE_KEY_PREFIX": f"bench-{port}:",
         "RIGHTSIZE_KEYS_FILE": str(keys_file),
+        "RIGHTSIZE_STORE_FILE": str(home / "store.sqlite3"),
+        "RIGHTSIZE_SUBMISSIONS_FILE": str(home / "submissions.jsonl"),
     }
-    keys = _keys(keys_file, args.connections)
-    server = subprocess.Popen(
-        [RIGHTSIZE, "serve", "--port", str(port), "--workers", "2", "--threads", str(args.threads)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    env.pop("RIGHTSIZE_REDIS_URL", None)
+    if redis is not None:
+        redis.start()
+        env["RIGHTSIZE_REDIS_URL"] = redis.url
+    keys = _keys(keys_file, args.connections + 1)
+    quiet_key = keys.pop()
+    started = _serve(args, setup, port, env)
     try:
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + 240
         while True:
             try:
                 if _get(port, "/readyz") == 200:
@@ -393,9 +387,12 @@ def main() -> None:
                 raise SystemExit("the service did not start")
             time.sleep(0.5)
         _warm(port)
+        workers = "2 workers" if setup == "production" else "1 worker"
+        store = f"Redis {redis.url}" if redis is not None else "the embedded store"
         print(
-            f"gunicorn, 2 workers x {args.threads} threads, Redis {redis.url}; {args.connections} "
-            f"connections for {args.seconds:.0f} s, {args.repeat:.0%} repeated requests"
+            f"\n== {setup}{' (' + str(args.code) + ')' if args.code else ''}: {workers}, "
+            f"{store}; {args.connections} connections for {args.seconds:.0f} s, "
+            f"{args.repeat:.0%} repeated requests"
         )
         steady = report(load(port, args, 1, keys), args.seconds)
         print(
@@ -403,14 +400,37 @@ def main() -> None:
             f"{steady['cached_recommendations_p99_ms']:.1f} ms (<= 50); "
             f"{steady['rps']:.0f} requests/s (>= 300)"
         )
-        if args.outage:
+        if args.outage and redis is not None:
             outage(redis, port, args, keys)
         if args.abuse:
-            abused(port, args, keys, steady)
+            abused(port, args, keys, steady, quiet_key)
     finally:
-        server.terminate()
-        server.wait(timeout=30)
-        redis.close()
+        for process in started:
+            process.terminate()
+        for process in started:
+            process.wait(timeout=60)
+        if redis is not None:
+            redis.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--repeat", type=float, default=0.8)
+    parser.add_argument("--outage", action="store_true")
+    parser.add_argument("--abuse", action="store_true")
+    parser.add_argument("--threads", type=int, default=None, help="threads a worker")
+    parser.add_argument(
+        "--setup",
+        choices=["production", "embedded", "both"],
+        default="production",
+        help="production: Redis, 2 workers and rightsize worker; embedded: as ./scripts/serve",
+    )
+    parser.add_argument("--code", type=Path, default=None, help="serve another checkout")
+    args = parser.parse_args()
+    for setup in ("embedded", "production") if args.setup == "both" else (args.setup,):
+        run_setup(args, setup)
 
 
 if __name__ == "__main__":

@@ -40,8 +40,8 @@
 | ``RIGHTSIZE_HEADER_TIMEOUT_S`` | ``10`` | a request line and headers come within it (408) |
 | ``RIGHTSIZE_BODY_TIMEOUT_S`` | ``10`` | the longest pause in a body (408) |
 | ``RIGHTSIZE_BODY_MIN_RATE_BYTES_S`` | ``1024`` | a body's least mean rate (408) |
-| ``RIGHTSIZE_CONNECTIONS_PER_ADDRESS`` | ``64`` | per worker (429 beyond; 0: none) |
-| ``RIGHTSIZE_MAX_CONNECTIONS`` | ``1000`` | connections a worker holds (503 beyond) |
+| ``RIGHTSIZE_CONNECTIONS_PER_ADDRESS`` | 64; none behind proxies | a worker's (429; 0: none) |
+| ``RIGHTSIZE_MAX_CONNECTIONS`` | ``4096`` | a worker's; beyond, idle ones make room (else 503) |
 | ``RIGHTSIZE_SUBMISSIONS_PER_KEY_PER_DAY`` | ``10000`` | benchmark rows a key may store a day |
 | ``RIGHTSIZE_SUBMISSIONS_MAX_ROWS_PER_KEY`` | ``10000`` | rows one key may keep (507 beyond) |
 | ``RIGHTSIZE_SUBMISSIONS_MAX_ROWS`` | ``100000`` | benchmark rows stored in all (507 beyond) |
@@ -190,8 +190,8 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any]] = {
     "HEADER_TIMEOUT_S": (_positive_float, 10.0),
     "BODY_TIMEOUT_S": (_positive_float, 10.0),
     "BODY_MIN_RATE_BYTES_S": (_positive_int, 1024),
-    "CONNECTIONS_PER_ADDRESS": (_int_between(0, 1_000_000), 64),
-    "MAX_CONNECTIONS": (_int_between(1, 1_000_000), 1000),
+    "CONNECTIONS_PER_ADDRESS": (_int_between(0, 1_000_000), None),
+    "MAX_CONNECTIONS": (_int_between(1, 1_000_000), 4096),
     "SUBMISSIONS_PER_KEY_PER_DAY": (_positive_int, 10_000),
     "SUBMISSIONS_MAX_ROWS_PER_KEY": (_positive_int, 10_000),
     "SUBMISSIONS_MAX_ROWS": (_positive_int, 100_000),

@@ -39,7 +39,12 @@ class EstimateRequestSchema(OneSource, Schema.from_dict(layout_options())):  # t
         validate=validate.Length(1, 100), metadata={"description": "instead of model and workload"}
     )
     trace_id = fields.String(
-        validate=validate.Length(1, 100), metadata={"description": "instead of model and workload"}
+        validate=validate.Length(1, 100),
+        metadata={
+            "description": "instead of model and workload; a trace is projected as traced: "
+            "no layout, interconnect, weight_precision, kv_precision, concurrency, stack or "
+            "stack_options beside it"
+        },
     )
     gpu = fields.String(required=True, metadata={"description": "GPU id or name, see /v1/gpus"})
     count = fields.Integer(

@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 Send = Callable[[dict[str, Any]], Any]
 Receive = Callable[[], Any]
 GONE = "rightsize.gone"
+PER_ADDRESS = 64  # connections an address may hold in a worker, unless set
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,8 @@ class FrontLimits:
     header_timeout_s: float = 10.0
     body_timeout_s: float = 10.0
     body_min_rate_bytes_s: int = 1024
-    connections_per_address: int = 64
-    max_connections: int = 1000
+    connections_per_address: int = PER_ADDRESS
+    max_connections: int = 4096
     url_bytes: int = 8190
     header_fields: int = 100
     header_field_bytes: int = 8190
@@ -54,13 +55,12 @@ class FrontLimits:
 
     @classmethod
     def of(cls, settings: Mapping[str, Any]) -> FrontLimits:
-        """The limits the service's settings give: those of the connections per address
-        do not apply behind proxies (every connection is theirs)."""
+        """The limits the service's settings give: unless set, the connections an address
+        may hold are :data:`PER_ADDRESS`, and not limited behind proxies (every connection
+        is theirs)."""
         per_address = settings["RIGHTSIZE_CONNECTIONS_PER_ADDRESS"]
-        if settings["RIGHTSIZE_PROXY_HOPS"] and "RIGHTSIZE_CONNECTIONS_PER_ADDRESS" not in (
-            os.environ
-        ):
-            per_address = 0
+        if per_address is None:
+            per_address = 0 if settings["RIGHTSIZE_PROXY_HOPS"] else PER_ADDRESS
         return cls(
             header_timeout_s=settings["RIGHTSIZE_HEADER_TIMEOUT_S"],
             body_timeout_s=settings["RIGHTSIZE_BODY_TIMEOUT_S"],

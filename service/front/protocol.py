@@ -10,8 +10,11 @@ its malformed requests are answered in plain text. :class:`Protocol` adds:
 - **Size**: a request target past ``url_bytes`` is a 414, more than ``header_fields``
   header fields or one past ``header_field_bytes`` a 431, said as soon as they pass.
 - **Connections**: an address holding ``connections_per_address`` connections is told 429
-  on its next one, a worker holding ``max_connections`` 503, and the connection closed:
-  1,100 idle connections from one address kept every other client out.
+  on its next one, and the connection closed: 1,100 idle connections from one address kept
+  every other client out. A worker holding ``max_connections`` makes room for a new one by
+  closing a connection that is not being answered (idle, or still sending its headers) of
+  the address that holds the most, the oldest first; only when every one is being
+  answered is the newcomer told 503.
 
 Every answer is ``application/problem+json`` (:mod:`service.front.problems`). The counts are
 the worker's, kept on uvicorn's per-server state.
@@ -43,7 +46,7 @@ class Protocol(HttpToolsProtocol):
         self._in_head = False
         self._address: str | None = None  # counted against its address's share
         self._refusal: tuple[int, str] | None = None
-        self._head_bytes = 0
+        self._since = 0.0
 
     def _open(self) -> Counter[str]:
         """The worker's open connections by address (on uvicorn's per-server state)."""
@@ -55,10 +58,11 @@ class Protocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self._since = self.loop.time()
         address = self.client[0] if self.client else "-"
         open_ = self._open()
         limits = self.limits
-        if len(self.connections) > limits.max_connections:
+        if len(self.connections) > limits.max_connections and not self._make_room(open_):
             self._turn_away(503, f"this worker holds {limits.max_connections} connections")
             return
         per_address = limits.connections_per_address
@@ -78,6 +82,26 @@ class Protocol(HttpToolsProtocol):
                 del open_[self._address]
             self._address = None
         super().connection_lost(exc)
+
+    def _waiting_for_a_request(self) -> bool:
+        """Whether nothing of this connection is being answered (it is idle, or sending
+        its request line and headers)."""
+        return self._address is not None and (self.cycle is None or self.cycle.response_complete)
+
+    def _make_room(self, open_: Counter[str]) -> bool:
+        """Close the oldest connection waiting for a request of the address that holds the
+        most; False when every connection is being answered."""
+        found = [
+            c
+            for c in self.connections
+            if isinstance(c, Protocol) and c is not self and c._waiting_for_a_request()
+        ]
+        if not found:
+            return False
+        victim = max(found, key=lambda c: (open_[c._address or ""], -c._since))
+        log.warning("a worker at its connections' limit closed one of %s's", victim._address)
+        victim.transport.close()
+        return True
 
     def _turn_away(self, status: int, detail: str) -> None:
         log.warning("a connection was turned away: %s", detail)
@@ -107,7 +131,7 @@ class Protocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self._in_head, self._head_bytes = True, 0
+        self._in_head = True
         if self._timer is None:  # a kept-alive connection's next request
             self._arm()
 

@@ -17,10 +17,12 @@ def test_gunicorn_settings_are_valid_gunicorn_settings() -> None:
     conf = importlib.import_module("service.gunicorn_conf")
     config = Config()
     names = ("workers", "threads", "worker_class", "timeout", "graceful_timeout",
-             "max_requests", "max_requests_jitter", "keepalive", "limit_request_line")  # fmt: skip
+             "max_requests", "max_requests_jitter", "keepalive")  # fmt: skip
     for name in names:
         config.set(name, getattr(conf, name))  # gunicorn validates each
-    assert config.worker_class_str == "gthread"
+    # an event loop a worker: a connection holds no thread (service/front)
+    assert config.worker_class_str == "service.front.worker.Worker"
+    assert config.worker_class.__name__ == "Worker"
     assert config.timeout >= 30
     # a replaced worker builds the model again and loses what it keeps: not every minute
     # (at 5,000, a worker under bench_load's mix was replaced every 20 s)
@@ -51,4 +53,7 @@ def test_compose_runs_the_service_a_worker_and_redis() -> None:
         assert env["RIGHTSIZE_REDIS_URL"].startswith("redis://redis:")
         assert env["RIGHTSIZE_KEYS_FILE"] == "/data/keys.json"  # one keys file, shared
     dockerfile = (ROOT / "Dockerfile").read_text()
-    assert "RIGHTSIZE_KEYS_FILE=/data/keys.json" in dockerfile
+    for kept in ("KEYS_FILE=/data/keys.json", "STORE_FILE=/data/store.sqlite3",
+                 "SUBMISSIONS_FILE=/data/submissions.jsonl", "PRICES_FILE=/data/prices.csv"):  # fmt: skip
+        assert f"RIGHTSIZE_{kept}" in dockerfile  # on the volume: kept across restarts
+    assert 'VOLUME ["/data"]' in dockerfile
