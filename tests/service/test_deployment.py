@@ -53,7 +53,8 @@ def test_compose_runs_the_service_a_worker_and_redis() -> None:
         assert env["RIGHTSIZE_REDIS_URL"].startswith("redis://redis:")
         assert env["RIGHTSIZE_KEYS_FILE"] == "/data/keys.json"  # one keys file, shared
     dockerfile = (ROOT / "Dockerfile").read_text()
-    for kept in ("KEYS_FILE=/data/keys.json", "STORE_FILE=/data/store.sqlite3",
-                 "SUBMISSIONS_FILE=/data/submissions.jsonl", "PRICES_FILE=/data/prices.csv"):  # fmt: skip
-        assert f"RIGHTSIZE_{kept}" in dockerfile  # on the volume: kept across restarts
+    kept = ("KEYS_FILE=/data/keys.json", "STORE_FILE=/data/store.sqlite3",
+            "SUBMISSIONS_FILE=/data/submissions.jsonl", "PRICES_FILE=/data/prices.csv")  # fmt: skip
+    for setting in kept:
+        assert f"RIGHTSIZE_{setting}" in dockerfile  # on the volume: kept across restarts
     assert 'VOLUME ["/data"]' in dockerfile
