@@ -61,7 +61,7 @@ class EstimateRequestSchema(OneSource, Schema.from_dict(layout_options())):  # t
     input_samples_per_s = fields.Float(
         load_default=None,
         allow_none=True,
-        validate=validate.Range(min=0, min_inclusive=False),
+        validate=validate.Range(min=0.001, max=1e9),  # steps divide by it
         metadata={"description": "samples/s per GPU the input pipeline can deliver"},
     )
     reference_gpu = fields.String(metadata={"description": "with trace_id: the traced GPU"})

@@ -27,10 +27,19 @@ class KnowledgeStatusSchema(Schema):
 
 
 class CacheStatusSchema(Schema):
-    backend = fields.String(metadata={"description": "redis, or memory (in-process fallback)"})
+    backend = fields.String(
+        metadata={"description": "redis, or sqlite (the embedded store, without Redis)"}
+    )
     ok = fields.Boolean()
-    fallback = fields.Boolean(metadata={"description": "true when running without Redis"})
+    fallback = fields.Boolean(
+        metadata={"description": "true while Redis is away (this process keeps what it stores)"}
+    )
     detail = fields.String()
+    path = fields.String(metadata={"description": "the embedded store's file"})
+    stored_bytes = fields.Integer(metadata={"description": "what the embedded store holds"})
+    max_bytes = fields.Integer(
+        metadata={"description": "its size limit (RIGHTSIZE_STORE_MAX_BYTES)"}
+    )
 
 
 class ModelStatusSchema(Schema):
@@ -132,14 +141,19 @@ class Ready(MethodView):
         app_state = state()
         knowledge = app_state.knowledge
         cache = app_state.cache.health()
-        if cache["fallback"]:
-            cache["detail"] = "RIGHTSIZE_REDIS_URL is not set: running on the in-process cache"
+        if cache["backend"] == "sqlite":
+            cache["detail"] = (
+                "RIGHTSIZE_REDIS_URL is not set: the embedded store"
+                if cache["ok"]
+                else f"the embedded store cannot be read: {cache.pop('error', '')}"
+            )
         elif cache["ok"]:
             cache["detail"] = "Redis reachable"
         else:
             cache["detail"] = (
                 f"Redis unreachable, caching in this process: {cache.pop('error', '')}"
             )
+        cache.pop("items", None)
         return {
             "status": "ready" if cache["ok"] else "degraded",
             "knowledge": {

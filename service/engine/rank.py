@@ -838,10 +838,18 @@ def _compare(kept: Sequence[Candidate]) -> None:
     newest = min((c for c in kept if c.gpu.release_year == year), key=lambda c: c.hours_per_unit)
     for c in kept:
         c.context["speedup_over_cheapest"] = cheapest.hours_per_unit / c.hours_per_unit
-        c.context["cost_over_cheapest"] = c.unit_cost_usd / cheapest.unit_cost_usd
+        c.context["cost_over_cheapest"] = _times(c.unit_cost_usd, cheapest.unit_cost_usd)
         c.context["newest_gpu"] = newest.gpu.id
         c.context["time_over_newest"] = c.hours_per_unit / newest.hours_per_unit
-        c.context["cost_over_newest"] = c.unit_cost_usd / newest.unit_cost_usd
+        c.context["cost_over_newest"] = _times(c.unit_cost_usd, newest.unit_cost_usd)
+
+
+def _times(cost_usd: float, other_usd: float) -> float:
+    """How many times ``other_usd`` a cost is; a free choice (owned GPUs priced at 0 and no
+    running costs) is as costly as another free one and infinitely cheaper than any other."""
+    if other_usd > 0:
+        return cost_usd / other_usd
+    return 1.0 if cost_usd <= 0 else math.inf
 
 
 def _pareto(kept: Sequence[Candidate]) -> None:
@@ -1032,7 +1040,7 @@ def why_first(shown: Sequence[Candidate], s: Setting, lowest: Candidate | None) 
         )
     return (
         f"{_describe(top)}: {what} {mine:,.4g} {unit} against {theirs:,.4g} for "
-        f"{_describe(two)} ({theirs / mine - 1:+.0%})"
+        f"{_describe(two)} ({_times(theirs, mine) - 1:+.0%})"
     )
 
 

@@ -203,16 +203,37 @@ def test_a_child_that_dies_is_replaced_and_its_request_answered(pooled: Flask) -
     assert ready["compute"]["alive"] == 1
 
 
-def test_without_a_shared_cache_the_worker_ranks_new_recommendations_itself(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """With the in-process cache a child's stored answer would be its own: the worker
-    ranks (and stores) it."""
+def test_the_embedded_store_is_shared_so_a_child_answers_and_the_worker_reads_it() -> None:
+    """Without Redis the store is the SQLite file every process opens: a child ranks a new
+    recommendation and stores it, and the worker serves it by its id."""
     app = create_app({"TESTING": True, "COMPUTE_PROCESSES": 1})
     with app.app_context():
         pool = state().compute
         pool.start()
         try:
+            assert pool.wait_ready(120)
+            sent = with_key(app.test_client()).post("/v1/recommendations", json=REC)
+            assert sent.status_code == 200, sent.get_data(as_text=True)
+            assert _tasks(app, "recommendation", "child") == 1
+            ident = sent.get_json()["id"]
+            again = app.test_client().get(f"/v1/recommendations/{ident}")
+            assert again.get_data() == sent.get_data()
+        finally:
+            pool.stop()
+
+
+def test_while_redis_is_away_the_worker_ranks_new_recommendations_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """While Redis is away a child's stored answer would be its own (each process keeps
+    what it stores meanwhile): the worker ranks (and stores) it."""
+    app = create_app({"TESTING": True, "COMPUTE_PROCESSES": 1,
+                      "REDIS_URL": "redis://127.0.0.1:1/0", "REDIS_TIMEOUT_S": 0.2})  # fmt: skip
+    with app.app_context():
+        pool = state().compute
+        pool.start()
+        try:
+            assert pool.wait_ready(120)
             calls = []
             real = rank.recommend
 

@@ -16,6 +16,7 @@ from flask.testing import FlaskClient
 from openapi_schema_validator import OAS30Validator
 
 from profiles.workload import TASK_FIELDS, WorkloadSchema
+from service.engine import cost
 from tests.service.helpers import fields_in, problem
 
 SPEC = yaml.safe_load((Path(__file__).resolve().parents[2] / "openapi.yaml").read_text("utf-8"))
@@ -151,6 +152,21 @@ class TestNamedValuesGetAnswers:
         assert fields_in(problem(client.post("/v1/tco", json=body), 422)) == {
             "usage.gpu_hours_per_month"
         }
+
+    def test_a_denormal_input_rate_is_a_422_not_an_infinite_step(self, client: FlaskClient) -> None:
+        body = {"model": BERT, "workload": TRAINING, "gpu": "h100-sxm-80gb",
+                "input_samples_per_s": 5e-324}  # fmt: skip
+        assert fields_in(problem(client.post("/v1/estimates", json=body), 422)) == {
+            "input_samples_per_s"
+        }
+
+    def test_free_owned_gpus_are_ranked_not_a_500(self, client: FlaskClient) -> None:
+        priced = [k for k, b in cost.OVERRIDE_BOUNDS.items() if b.least == 0]
+        free = dict.fromkeys(priced, 0.0)  # every price and running cost 0
+        body = {"model": BERT, "workload": TRAINING, "onprem": {**free, "pue": 1.0},
+                "constraints": {"deployment": "on-premise"}}  # fmt: skip
+        response = client.post("/v1/recommendations", json=body)
+        assert response.status_code == 200, response.get_data(as_text=True)
 
     def test_a_model_name_that_is_no_string_is_a_422(self, client: FlaskClient) -> None:
         body = {"model": {"name": {}}, "workload": TRAINING}
