@@ -187,6 +187,9 @@ def test_a_child_that_does_not_stop_is_killed_and_replaced(
     assert pool.pids()
     assert not pool.pids() & pids
     assert pool.status()["replaced"] == replaced + 1
+    while pool.status()["ready"] < 1:  # until the new child has built its app, work runs here
+        assert time.monotonic() < deadline + 60
+        time.sleep(0.1)
     assert pool._run("test", 120, lambda: None, _sleep, 0.01) == 0.01  # the new child works
 
 

@@ -20,8 +20,10 @@ ESTIMATE = {
 
 
 def _keys(client: FlaskClient, kind: str) -> set[str]:
-    cache = client.application.extensions["rightsize"].cache.inner
-    return {k for k in cache._items if k.startswith(kind + ":")}
+    """The keys of ``kind`` in the app's embedded store."""
+    store = client.application.extensions["rightsize"].cache.inner
+    rows = store.connection().execute("SELECT key FROM entries WHERE key LIKE ?", (kind + ":%",))
+    return {key for (key,) in rows}
 
 
 def test_an_estimate_is_computed_once_and_served_as_stored(client: FlaskClient) -> None:

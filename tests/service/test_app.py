@@ -40,14 +40,15 @@ class TestProbes:
     def test_liveness(self, client: FlaskClient) -> None:
         assert client.get("/healthz").get_json() == {"status": "ok"}
 
-    def test_ready_on_fallback_says_so(self, client: FlaskClient) -> None:
+    def test_ready_on_the_embedded_store_says_so(self, client: FlaskClient) -> None:
         response = client.get("/readyz")
         body = response.get_json()
         assert response.status_code == 200
         assert body["status"] == "ready"
-        assert body["cache"]["backend"] == "memory"
-        assert body["cache"]["fallback"] is True
+        assert body["cache"]["backend"] == "sqlite"
+        assert body["cache"]["fallback"] is False
         assert "RIGHTSIZE_REDIS_URL" in body["cache"]["detail"]
+        assert body["cache"]["path"].endswith("store.sqlite3")
         assert body["knowledge"]["loaded"] is True
         assert body["knowledge"]["counts"]["gpus"] >= 35
         assert response.headers["X-Knowledge-Version"] == body["knowledge"]["version"]

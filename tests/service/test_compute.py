@@ -47,6 +47,7 @@ def pooled(redis_url: str) -> Iterator[Flask]:
         pool = state().compute
         pool.start()
         assert pool.running
+        assert pool.wait_ready(120)  # until then, the worker computes
         yield app
         pool.stop()
 
