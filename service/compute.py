@@ -90,17 +90,18 @@ _SEEN: list[float] = []
 
 
 def _boot(config: Mapping[str, Any], niceness: int, build: Callable[..., Flask]) -> None:
-    """A child's start: lower its priority and build its app with ``build`` (the service's
-    own factory, which also starts the performance model). The worker that hands a request
-    over has counted it against the rate limits and logs it; the child logs only its
-    warnings and errors."""
+    """A child's start: build its app with ``build`` (the service's own factory, which also
+    starts the performance model), then lower its priority. Built at the workers' priority:
+    niced from the start, a child under load took minutes to import torch. The worker that
+    hands a request over has counted it against the rate limits and logs it; the child
+    logs only its warnings and errors."""
     global _APP  # noqa: PLW0603 - the child process's one app
-    os.nice(niceness)
     _follow(os.getppid())
     level = config.get("RIGHTSIZE_LOG_LEVEL")
     quiet = level if level in ("DEBUG", "ERROR") else "WARNING"
     own = {"RIGHTSIZE_COMPUTE_PROCESSES": 0, "RIGHTSIZE_LOG_LEVEL": quiet}
     _APP = build({**config, **own, "RATELIMIT_ENABLED": False})
+    os.nice(niceness)
 
 
 def _child(
@@ -236,9 +237,11 @@ _TICK_HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def _cpu_s(pid: int | None) -> float | None:
-    """The CPU-seconds process ``pid`` has used (None where /proc does not say)."""
+    """The CPU-seconds the main thread of process ``pid`` has used, where a child runs its
+    tasks (not its other threads: the performance model builds in one as it starts);
+    None where /proc does not say."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
     return (int(fields[11]) + int(fields[12])) / _TICK_HZ
@@ -261,7 +264,7 @@ class ComputePool:
         profiled: Callable[[float], None] | None = None,
         per_client: int = 0,
         client: Callable[[], str] = lambda: "-",
-        queue: int = 8,
+        queue: int = 24,
         wait_s: float = 10.0,
     ) -> None:
         self.processes = processes
@@ -348,9 +351,11 @@ class ComputePool:
         return self._some_ready.wait(timeout_s)
 
     def _spawn(self) -> None:
-        """A new child, in line once its app is built (until then, what it would do runs
-        in the worker, not behind its start: a first request once waited for the app to
-        build past its own limit, and was told it asked for too much); under the lock."""
+        """A new child, in line once its app is built: work waits for a child that is
+        ready (``wait_s`` at most), never behind one's start (a first request once waited
+        for a child's app to build past its own limit, and was told it asked for too
+        much), and never in the worker meanwhile (counted there, under the interpreter's
+        lock, it held every cached answer up); under the lock."""
         mine, theirs = self._context.Pipe()
         called_off = self._context.RawValue("q", 0)
         process = self._context.Process(
@@ -439,7 +444,7 @@ class ComputePool:
         """``fn(*args)`` in a child (``here()`` in the caller without children, or when the
         child died), within ``timeout_s`` from now; ``long``: known to be long work."""
         with self.admitted():
-            if not self._running or not self._ready:  # none has built its app yet
+            if not self._running:
                 return self._here(kind, here)
             until = time.monotonic() + timeout_s
             gone = connection.probe(current_request.environ) if has_request_context() else None

@@ -15,10 +15,11 @@ got a 503. :class:`FairLine` decides instead:
   :data:`LIGHT_S` while those slots are taken is called off and waits again as long work
   (what it did is lost: at most :data:`LIGHT_S`); its tenant's next tasks wait as long
   work for :data:`FLAGGED_S`.
-- **Bounded waiting.** At most ``capacity`` tasks wait. When full, a newcomer takes the
-  place of a waiting task of the tenant that has had the most (what it used lately, then
-  its tasks waiting or running; that task is refused), if that is more than the
-  newcomer's tenant has had; otherwise the newcomer is refused at once. A task that waited
+- **Bounded waiting.** At most ``capacity`` tasks wait. When full, a light newcomer takes
+  the place of a waiting long task; otherwise a newcomer takes the place of a waiting task
+  of the tenant that has had the most (what it used lately, then its tasks waiting or
+  running; that task is refused), if that is more than the newcomer's tenant has had;
+  otherwise the newcomer is refused at once. A task that waited
   its bound is refused by its caller (503 and ``Retry-After``).
 - **Known long work waits as such.** The caller says when a task is known to be long (a
   profile of a model with many experts: :func:`profiles.depth.expected_long`).
@@ -37,7 +38,7 @@ from typing import Any
 
 LIGHT_S = 1.0  # CPU-seconds a task may take before it counts as long work
 HALF_LIFE_S = 60.0  # how fast what a tenant used is forgotten
-FLAGGED_S = 300.0  # how long a tenant whose work ran long has its next tasks wait as long
+FLAGGED_S = 60.0  # how long a tenant whose work ran long has its next tasks wait as long
 
 
 class Full(Exception):
@@ -140,9 +141,19 @@ class FairLine:
         return self._used_now(tenant, now), held
 
     def _make_room(self, newcomer: Turn, now: float) -> None:
-        mine = self._share(newcomer.tenant, now)
-        heaviest = max(self._waiting, key=lambda t: (*self._share(t.tenant, now), -t.arrived))
-        if self._share(heaviest.tenant, now) <= mine:
+        """Refuse a waiting task for ``newcomer`` (or raise :class:`Full`): long work gives
+        way to light work (a task that waits never adds to what its tenant used, so twelve
+        networks' long tasks looked as light as anyone's), then the most served to the
+        least."""
+        if not newcomer.long and any(t.long for t in self._waiting):
+            waiting = [t for t in self._waiting if t.long]
+        else:
+            waiting = self._waiting
+        heaviest = max(waiting, key=lambda t: (*self._share(t.tenant, now), -t.arrived))
+        light_over_long = heaviest.long and not newcomer.long
+        if not light_over_long and self._share(heaviest.tenant, now) <= self._share(
+            newcomer.tenant, now
+        ):
             raise Full(f"{self.capacity} computations are waiting already")
         self._waiting.remove(heaviest)
         self.displaced += 1

@@ -6,7 +6,7 @@ Each worker is an asyncio event loop (:mod:`service.front`): connections cost no
 a whole request runs in one of the worker's threads.
 
 Environment: ``WEB_CONCURRENCY`` (worker processes; default 2 with Redis, 1 without),
-``RIGHTSIZE_THREADS`` (threads a worker runs requests in, default 32),
+``RIGHTSIZE_THREADS`` (threads a worker runs requests in, default 48),
 ``RIGHTSIZE_BIND`` (default 0.0.0.0:8000), ``RIGHTSIZE_MAX_REQUESTS`` (requests a worker
 serves before it is replaced, default 100,000; 0: never; nothing stored is lost).
 """
@@ -22,7 +22,7 @@ workers = int(
 )
 # many threads: most of a worker's threads wait (for Redis, or for a compute process,
 # without the interpreter lock) while a few send cached answers; a connection holds none
-threads = int(os.environ.get("RIGHTSIZE_THREADS", "32"))
+threads = int(os.environ.get("RIGHTSIZE_THREADS", "48"))
 worker_class = "service.front.worker.Worker"
 # a profile is stopped after RIGHTSIZE_PROFILE_TIME_LIMIT_S (20 s); the slowest answers
 # (a cold recommendation over every GPU) take under a second: 60 s kills only a stuck worker

@@ -68,8 +68,8 @@ class ComputeStatusSchema(Schema):
     alive = fields.Integer(metadata={"description": "this worker's compute processes alive"})
     ready = fields.Integer(
         metadata={
-            "description": "of them, those that have built their app and take work (until "
-            "one has, the worker computes itself)"
+            "description": "of them, those that have built their app and take work (new "
+            "work waits for one, RIGHTSIZE_COMPUTE_WAIT_S at most)"
         }
     )
     waiting = fields.Integer(

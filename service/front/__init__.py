@@ -32,4 +32,4 @@ def front() -> Bridge:
     from service import create_app
 
     app = create_app()
-    return Bridge(app, int(os.environ.get("RIGHTSIZE_THREADS", "32")), FrontLimits.of(app.config))
+    return Bridge(app, int(os.environ.get("RIGHTSIZE_THREADS", "48")), FrontLimits.of(app.config))

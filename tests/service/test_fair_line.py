@@ -127,6 +127,18 @@ class TestBoundedWait:
         assert quiet.refused is None
         assert sum(t.refused is not None for t in turns) == 1
 
+    def test_a_light_newcomer_takes_the_place_of_waiting_long_work(self, clock: Clock) -> None:
+        """Long tasks that only waited have used nothing: they still give way."""
+        line = _line(clock, children=2, capacity=2)
+        line.join("key:quiet", long=False)  # running light
+        line.charge("key:quiet", 5.0)
+        line.join("net:a", long=True)  # running long
+        waiting = [line.join(f"net:{n}", long=True) for n in "bc"]
+        assert all(t.child is None for t in waiting)
+        light = line.join("key:quiet", long=False)
+        assert light.refused is None
+        assert sum(t.refused is not None for t in waiting) == 1
+
     def test_a_turn_given_up_leaves_the_line_and_a_process_it_got_goes_on(
         self, clock: Clock
     ) -> None:
