@@ -11,7 +11,7 @@ the requests cost the service).
 - ``networks`` (issue 37): 12 addresses of 12 networks, each asking for a new
   10,000-expert profile and waiting for it, again and again.
 - ``quiet``: not an attack: a client (its own key) asking for a new profile or a new
-  recommendation every 2 s and waiting; its latencies are what the targets read.
+  recommendation every few seconds and waiting; its latencies are what the targets read.
 
 Every connection an attack holds is opened again when the server ends it (after a pause:
 a refused one is not retried in a loop).
@@ -25,6 +25,7 @@ import json
 import random
 import resource
 import socket
+import threading
 import time
 from collections import defaultdict
 from typing import Any
@@ -174,8 +175,8 @@ def slots(port: int, seconds: float, kind: str, count: int) -> dict[str, int]:
     return asyncio.run(_slots(port, seconds, kind, count))
 
 
-def quiet(port: int, seconds: float, key: str) -> list[tuple[str, int, float]]:
-    """A client asking for new work every 2 s and waiting: (kind, status, ms) each."""
+def quiet(port: int, seconds: float, key: str, every_s: float) -> list[tuple[str, int, float]]:
+    """A client asking for new work every ``every_s`` and waiting: (kind, status, ms)."""
     found: list[tuple[str, int, float]] = []
     start = time.monotonic()
     rng = random.Random(7)
@@ -201,19 +202,40 @@ def quiet(port: int, seconds: float, key: str) -> list[tuple[str, int, float]]:
         finally:
             conn.close()
         found.append((kind, status, (time.monotonic() - began) * 1e3))
-        time.sleep(max(0.0, 2.0 - (time.monotonic() - began)))
+        time.sleep(max(0.0, every_s - (time.monotonic() - began)))
     return found
 
 
-def run(name: str, port: int, seconds: float, args: tuple[Any, ...], out: Any) -> None:
+def _threads(port: int, seconds: float, name: str, runs: list[tuple[Any, ...]]) -> dict[str, int]:
+    """The attackers of one kind, a thread each (one process: few CPU-seconds to start)."""
+    totals: dict[str, int] = defaultdict(int)
+    lock = threading.Lock()
+
+    def one(args: tuple[Any, ...]) -> None:
+        found = (
+            networks(port, seconds, *args)
+            if name == "networks"
+            else paced(port, seconds, name, *args)
+        )
+        with lock:
+            for status, n in found.items():
+                totals[status] += n
+
+    threads = [threading.Thread(target=one, args=(a,)) for a in runs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return dict(totals)
+
+
+def run(name: str, port: int, seconds: float, runs: list[tuple[Any, ...]], out: Any) -> None:
     """An attack's process: its figures, and the CPU it took, back to the bench."""
-    if name in ("abandon", "bodies"):
-        found: Any = paced(port, seconds, name, *args)
-    elif name == "networks":
-        found = networks(port, seconds, *args)
+    if name in ("abandon", "bodies", "networks"):
+        found: Any = _threads(port, seconds, name, runs)
     elif name == "quiet":
-        found = quiet(port, seconds, *args)
+        found = quiet(port, seconds, *runs[0])
     else:
-        found = slots(port, seconds, name, *args)
+        found = slots(port, seconds, name, *runs[0])
     usage = resource.getrusage(resource.RUSAGE_SELF)
     out.put((name, found, usage.ru_utime + usage.ru_stime))

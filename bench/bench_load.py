@@ -208,6 +208,23 @@ def _get(port: int, path: str) -> int:
     return response.status
 
 
+def _ready(port: int, deadline: float) -> None:
+    """Until every worker's compute processes take work (``ready``, where the service
+    says: they build their apps after it starts): ten answers in a row, from whichever
+    worker answered each."""
+    in_a_row = 0
+    while in_a_row < 10:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("GET", "/readyz")
+        compute = json.loads(conn.getresponse().read()).get("compute", {})
+        conn.close()
+        ready = compute.get("ready", compute.get("processes")) == compute.get("processes")
+        in_a_row = in_a_row + 1 if ready else 0
+        if time.monotonic() > deadline:
+            raise SystemExit("the compute processes did not start")
+        time.sleep(0.2)
+
+
 def _warm(port: int) -> None:
     """Ask every repeated request once (and wait for the performance model)."""
     rng = random.Random(0)
@@ -261,19 +278,19 @@ def abused(port: int, args: argparse.Namespace, keys: list[str], steady: dict[st
     context = multiprocessing.get_context("spawn")
     queue: Any = context.Queue()
     processes = [
-        context.Process(target=attacks.run, args=(name, port, args.seconds, a, queue))
+        context.Process(target=attacks.run, args=(name, port, args.seconds, runs, queue))
         for name, runs in ATTACKS.items()
-        for a in runs
     ]
+    quiet_runs = [(quiet_key, args.quiet_every)]
     processes.append(
-        context.Process(target=attacks.run, args=("quiet", port, args.seconds, (quiet_key,), queue))
+        context.Process(target=attacks.run, args=("quiet", port, args.seconds, quiet_runs, queue))
     )
     print(
         "\nthe same load beside, without a key: 8 clients abandoning 10,000-expert profiles "
         "after 2 s, 2 sending 200 MiB bodies, 64 connections sending a body a byte every 5 s, "
         "64 sending headers so, 1,100 idle connections from 20 addresses, 12 addresses of 12 "
         "networks each waiting for a 10,000-expert profile; and a quiet client (a key) asking "
-        "for a new profile or recommendation every 2 s:"
+        f"for a new profile or recommendation every {args.quiet_every:g} s:"
     )
     for process in processes:
         process.start()
@@ -386,6 +403,7 @@ def run_setup(args: argparse.Namespace, setup: str) -> None:
             if time.monotonic() > deadline:
                 raise SystemExit("the service did not start")
             time.sleep(0.5)
+        _ready(port, deadline)
         _warm(port)
         workers = "2 workers" if setup == "production" else "1 worker"
         store = f"Redis {redis.url}" if redis is not None else "the embedded store"
@@ -428,6 +446,9 @@ def main() -> None:
         help="production: Redis, 2 workers and rightsize worker; embedded: as ./scripts/serve",
     )
     parser.add_argument("--code", type=Path, default=None, help="serve another checkout")
+    parser.add_argument(
+        "--quiet-every", type=float, default=5.0, help="seconds between the quiet client's asks"
+    )
     args = parser.parse_args()
     for setup in ("embedded", "production") if args.setup == "both" else (args.setup,):
         run_setup(args, setup)

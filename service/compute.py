@@ -265,7 +265,7 @@ class ComputePool:
         per_client: int = 0,
         client: Callable[[], str] = lambda: "-",
         queue: int = 24,
-        wait_s: float = 10.0,
+        wait_s: float = 15.0,
     ) -> None:
         self.processes = processes
         self.niceness = niceness
@@ -485,11 +485,13 @@ class ComputePool:
             if time.monotonic() > until:
                 self._line.leave(turn)
                 self.called_off += 1
-                raise Busy(
-                    f"no compute process was free for this request within "
-                    f"{self.wait_s:g} s; nothing was computed: try again shortly",
-                    RETRY_AFTER_S,
+                why = (
+                    f"no compute process was free for this request within {self.wait_s:g} s"
+                    if self._ready
+                    else "the compute processes are still starting (each builds its app "
+                    "after the service starts)"
                 )
+                raise Busy(f"{why}; nothing was computed: try again shortly", RETRY_AFTER_S)
         if turn.refused is not None:
             self.called_off += 1
             raise Busy(f"{turn.refused}; nothing was computed: try again shortly", RETRY_AFTER_S)

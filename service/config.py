@@ -35,7 +35,7 @@
 | ``RIGHTSIZE_COMPUTE_NICE`` | ``10`` | how much lower their CPU priority is (0-19) |
 | ``RIGHTSIZE_COMPUTE_PER_CLIENT`` | ``2`` | new work one client may have per worker (429 beyond) |
 | ``RIGHTSIZE_COMPUTE_QUEUE`` | ``24`` | new work that may wait per worker (503 beyond) |
-| ``RIGHTSIZE_COMPUTE_WAIT_S`` | ``10`` | the longest new work waits for a process (503) |
+| ``RIGHTSIZE_COMPUTE_WAIT_S`` | ``15`` | the longest new work waits for a process (503) |
 | ``RIGHTSIZE_PROXY_HOPS`` | ``0`` | proxies in front whose X-Forwarded-For names the client |
 | ``RIGHTSIZE_HEADER_TIMEOUT_S`` | ``10`` | a request line and headers come within it (408) |
 | ``RIGHTSIZE_BODY_TIMEOUT_S`` | ``10`` | the longest pause in a body (408) |
@@ -185,7 +185,7 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any]] = {
     "COMPUTE_NICE": (_int_between(0, 19), 10),
     "COMPUTE_PER_CLIENT": (_int_between(0, 1000), 2),
     "COMPUTE_QUEUE": (_int_between(1, 10_000), 24),
-    "COMPUTE_WAIT_S": (_positive_float, 10.0),
+    "COMPUTE_WAIT_S": (_positive_float, 15.0),
     "PROXY_HOPS": (_int_between(0, 10), 0),
     "HEADER_TIMEOUT_S": (_positive_float, 10.0),
     "BODY_TIMEOUT_S": (_positive_float, 10.0),

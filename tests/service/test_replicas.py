@@ -65,11 +65,13 @@ def cluster(tmp_path: Path) -> Iterator[tuple[RedisServer, list[int], dict[str, 
         for port, log in zip(ports, logs, strict=True)
     ]
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 180
         for port in ports:
-            while True:
+            while True:  # up, and its compute processes take work (they build their apps)
                 try:
-                    if _call(port, "GET", "/readyz")[0] == 200:
+                    status, ready = _call(port, "GET", "/readyz")
+                    compute = ready["compute"]
+                    if status == 200 and compute["ready"] == compute["processes"]:
                         break
                 except OSError:
                     pass

@@ -79,9 +79,10 @@ class Service:
                 start_new_session=True,  # its own group: killed whole
             )
         deadline = time.monotonic() + 180
-        while True:
+        while True:  # up, and its compute processes take work (they build their apps)
             try:
-                if _call(self.port, "GET", "/readyz")[0] == 200:
+                status, ready = _json(self.port, "GET", "/readyz")
+                if status == 200 and ready["compute"]["ready"] == ready["compute"]["processes"]:
                     return
             except OSError:
                 pass
