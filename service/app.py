@@ -61,6 +61,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         security.tenant,
         settings["RIGHTSIZE_COMPUTE_QUEUE"],
         settings["RIGHTSIZE_COMPUTE_WAIT_S"],
+        settings["RIGHTSIZE_COMPUTE_LIGHT_NICE"],
     )
 
     def observe_profile(seconds: float) -> None:

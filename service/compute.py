@@ -222,6 +222,7 @@ class _Process:
     process: BaseProcess
     tasks: Connection
     called_off: Any
+    light_only: bool = False  # long work never runs here (service.fair_line)
 
 
 class _Died(Exception):
@@ -266,9 +267,12 @@ class ComputePool:
         client: Callable[[], str] = lambda: "-",
         queue: int = 24,
         wait_s: float = 15.0,
+        light_niceness: int | None = None,
     ) -> None:
         self.processes = processes
         self.niceness = niceness
+        # the light-only child's: light work at a low priority crawled behind cached reads
+        self.light_niceness = niceness if light_niceness is None else light_niceness
         self.per_client = per_client
         self.queue = queue
         self.wait_s = wait_s
@@ -282,8 +286,7 @@ class ComputePool:
         self._config = {k: v for k, v in config.items() if k.startswith("RIGHTSIZE_")}
         self._context = multiprocessing.get_context("spawn")
         self._children: dict[int, _Process] = {}
-        # with one child, long work may have it (nothing could run it otherwise)
-        self._line = FairLine(processes - 1 if processes > 1 else None, queue)
+        self._line = FairLine(queue)
         self._numbers = itertools.count(1)
         self._clients: Counter[str] = Counter()
         self._some_ready = threading.Event()  # a child has built its app
@@ -313,6 +316,7 @@ class ComputePool:
             detail = (
                 f"{alive} of {self.processes} per worker alive, {ready} ready, at nice "
                 f"{self.niceness}"
+                + (f" (the light-only one at {self.light_niceness})" if self.processes > 1 else "")
             )
         return {
             "processes": self.processes,
@@ -333,8 +337,10 @@ class ComputePool:
         with self._lock:
             if self.processes > 0 and not self._running:
                 self._running = True
-                for _ in range(self.processes):
-                    self._spawn()
+                for index in range(self.processes):
+                    # with two or more, the first is light-only (with one, long work may
+                    # have it: nothing could run it otherwise)
+                    self._spawn(light_only=self.processes > 1 and index == 0)
 
     def stop(self) -> None:
         with self._lock:
@@ -350,23 +356,25 @@ class ComputePool:
         """Whether a child has built its app within ``timeout_s`` (it waits for one)."""
         return self._some_ready.wait(timeout_s)
 
-    def _spawn(self) -> None:
+    def _spawn(self, light_only: bool) -> None:
         """A new child, in line once its app is built: work waits for a child that is
         ready (``wait_s`` at most), never behind one's start (a first request once waited
         for a child's app to build past its own limit, and was told it asked for too
         much), and never in the worker meanwhile (counted there, under the interpreter's
-        lock, it held every cached answer up); under the lock."""
+        lock, it held every cached answer up); under the lock. ``light_only``: long work
+        never runs there, and it runs at ``light_niceness``."""
         mine, theirs = self._context.Pipe()
         called_off = self._context.RawValue("q", 0)
+        niceness = self.light_niceness if light_only else self.niceness
         process = self._context.Process(
             target=_child,
-            args=(theirs, called_off, self._config, self.niceness, self._build),
+            args=(theirs, called_off, self._config, niceness, self._build),
             name="rightsize-compute",
             daemon=True,
         )
         process.start()
         theirs.close()
-        child = _Process(process, mine, called_off)
+        child = _Process(process, mine, called_off, light_only)
         assert process.pid is not None
         self._children[process.pid] = child
         welcome = threading.Thread(target=self._welcome, args=(child,), daemon=True)
@@ -387,7 +395,7 @@ class ComputePool:
                 return
             self._ready.add(child.process.pid)
         self._some_ready.set()
-        self._line.give(child)
+        self._line.give(child, light_only=child.light_only)
 
     def _replace(self, child: _Process) -> None:
         """End ``child`` (dead, or not stopping) and start another in its place."""
@@ -398,7 +406,7 @@ class ComputePool:
             if mine:
                 self.replaced += 1
                 if self._running:
-                    self._spawn()
+                    self._spawn(child.light_only)
         _end(child)
 
     def tenant(self) -> str:

@@ -10,11 +10,12 @@ got a 503. :class:`FairLine` decides instead:
   task is the waiting one whose tenant has used the least compute lately (CPU-seconds,
   halved every :data:`HALF_LIFE_S`, plus what it has running), then the oldest.
 - **Light work always finds a process.** Work that takes longer than :data:`LIGHT_S` of
-  CPU is *long*; at most ``long_slots`` tasks run long at once (one process fewer than
-  there are), so a new light task never waits behind long ones. A light task that passes
-  :data:`LIGHT_S` while those slots are taken is called off and waits again as long work
-  (what it did is lost: at most :data:`LIGHT_S`); its tenant's next tasks wait as long
-  work for :data:`FLAGGED_S`.
+  CPU is *long*. Some processes are *light-only* (the pool keeps one, at the workers'
+  priority, where there are two or more): long work never runs there, so a new light
+  task never waits behind long ones, nor crawls at a low priority. A light task that
+  passes :data:`LIGHT_S` there is called off and waits again as long work (what it did is
+  lost: at most :data:`LIGHT_S`); its tenant's next tasks wait as long work for
+  :data:`FLAGGED_S`. Light tasks take a light-only process first.
 - **Bounded waiting.** At most ``capacity`` tasks wait. When full, a light newcomer takes
   the place of a waiting long task; otherwise a newcomer takes the place of a waiting task
   of the tenant that has had the most (what it used lately, then its tasks waiting or
@@ -66,21 +67,16 @@ class _Running:
 
 
 class FairLine:
-    """``long_slots``: tasks that may run long at once (None: any number, as with one
-    process); ``capacity``: tasks that may wait."""
+    """``capacity``: tasks that may wait. The processes it is given say whether they are
+    light-only (:meth:`give`)."""
 
-    def __init__(
-        self,
-        long_slots: int | None,
-        capacity: int,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.long_slots = long_slots
+    def __init__(self, capacity: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.capacity = capacity
         self._clock = clock
         self._idle: list[Any] = []
         self._waiting: list[Turn] = []
         self._running: dict[int, _Running] = {}  # by id(child)
+        self._light_only: set[int] = set()  # the processes long work never has (by id)
         self._used: dict[str, tuple[float, float]] = {}  # tenant -> (CPU-s, when)
         self._flagged: dict[str, float] = {}  # tenant -> until when its work waits as long
         self._lock = threading.Lock()
@@ -125,8 +121,10 @@ class FairLine:
         with self._lock:
             now = self._clock()
             turn = Turn(tenant, long or self._flagged.get(tenant, 0.0) > now, now)
-            if self._idle and self._eligible(turn):
-                self._start(turn, self._idle.pop(), now)
+            found = self._idle_for(turn)
+            if found is not None:
+                self._idle.remove(found)
+                self._start(turn, found, now)
                 return turn
             if len(self._waiting) >= self.capacity:
                 self._make_room(turn, now)
@@ -173,11 +171,17 @@ class FairLine:
         if turn.child is not None:
             self.done(turn.child, 0.0)
 
-    def give(self, child: Any) -> None:
-        """``child`` is idle (new, or done): to the next waiting task it may take."""
+    def give(self, child: Any, light_only: bool | None = None) -> None:
+        """``child`` is idle (new, or done): to the next waiting task it may take.
+        ``light_only``, said when a process is first given: long work never has it."""
         with self._lock:
+            if light_only is not None:
+                if light_only:
+                    self._light_only.add(id(child))
+                else:
+                    self._light_only.discard(id(child))
             now = self._clock()
-            found = self._next(now)
+            found = self._next(now, id(child) in self._light_only)
             if found is None:
                 self._idle.append(child)
                 return
@@ -194,17 +198,15 @@ class FairLine:
         self.give(child)
 
     def run_long(self, child: Any) -> bool:
-        """``child``'s task passed :data:`LIGHT_S`: whether it may go on as long work (a
-        long slot is free), else it is to be called off and wait again as long work."""
+        """``child``'s task passed :data:`LIGHT_S`: whether it may go on as long work (not
+        on a light-only process), else it is to be called off and wait again as long work."""
         with self._lock:
             now = self._clock()
             running = self._running.get(id(child))
             if running is None:
                 return True
             self._flag(running.tenant, now)
-            if running.long:
-                return True
-            if self.long_slots is not None and self._long_running() >= self.long_slots:
+            if id(child) in self._light_only:
                 return False
             running.long = True
             return True
@@ -213,6 +215,7 @@ class FairLine:
         """``child`` is gone (died, killed): neither idle nor running."""
         with self._lock:
             self._running.pop(id(child), None)
+            self._light_only.discard(id(child))
             if child in self._idle:
                 self._idle.remove(child)
 
@@ -220,19 +223,22 @@ class FairLine:
         with self._lock:
             self._idle.clear()
             self._running.clear()
+            self._light_only.clear()
 
     def waiting(self) -> int:
         with self._lock:
             return len(self._waiting)
 
-    def _long_running(self) -> int:
-        return sum(r.long for r in self._running.values())
+    def _idle_for(self, turn: Turn) -> Any:
+        """An idle process ``turn`` may have: a light-only one first for light work (the
+        others stay free for long work), none of those for long work."""
+        light = [c for c in self._idle if id(c) in self._light_only]
+        general = [c for c in self._idle if id(c) not in self._light_only]
+        found = general if turn.long else light + general
+        return found[0] if found else None
 
-    def _eligible(self, turn: Turn) -> bool:
-        return not turn.long or self.long_slots is None or self._long_running() < self.long_slots
-
-    def _next(self, now: float) -> Turn | None:
-        eligible = [t for t in self._waiting if self._eligible(t)]
+    def _next(self, now: float, light_only: bool) -> Turn | None:
+        eligible = [t for t in self._waiting if not (light_only and t.long)]
         if not eligible:
             return None
         return min(eligible, key=lambda t: (self._used_now(t.tenant, now), t.arrived))

@@ -192,6 +192,10 @@ def test_a_child_that_dies_is_replaced_and_its_request_answered(pooled: Flask) -
     assert sent.status_code == 200, sent.get_data(as_text=True)
     assert _tasks(pooled, "profile", "worker") == here + 1  # its child had died
     assert pool.running
+    deadline = time.monotonic() + 120
+    while pool.status()["ready"] < 1:  # the new child takes work once its app is built
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
     after = with_key(pooled.test_client()).post(
         "/v1/profiles", json={**body, "workload": {**body["workload"], "batch_size": batch + 1}}
     )

@@ -22,9 +22,11 @@ def clock() -> Clock:
 
 
 def _line(clock: Clock, children: int = 2, capacity: int = 8) -> FairLine:
-    line = FairLine(children - 1 if children > 1 else None, capacity, clock)
+    """A line given ``children`` processes, the first light-only where there are two or
+    more (as the pool gives them)."""
+    line = FairLine(capacity, clock)
     for i in range(children):
-        line.give(f"child-{i}")
+        line.give(f"child-{i}", light_only=children > 1 and i == 0)
     return line
 
 
@@ -60,22 +62,23 @@ class TestLongWork:
     def test_light_work_finds_a_process_while_long_work_holds_the_rest(self, clock: Clock) -> None:
         line = _line(clock, children=2)
         long = line.join("net:a", long=True)
-        assert long.child is not None
+        assert long.child == "child-1"  # never the light-only one
         waiting_long = line.join("net:b", long=True)
-        assert waiting_long.child is None  # one long slot of two processes
+        assert waiting_long.child is None
         light = line.join("key:quiet", long=False)
-        assert light.child is not None
+        assert light.child == "child-0"
 
-    def test_a_light_task_that_runs_long_goes_on_only_if_a_long_slot_is_free(
+    def test_a_light_task_that_runs_long_goes_on_only_off_the_light_only_process(
         self, clock: Clock
     ) -> None:
         line = _line(clock, children=2)
         first = line.join("net:a", long=False)
         second = line.join("net:b", long=False)
-        assert line.run_long(first.child) is True  # the one long slot
-        assert line.run_long(second.child) is False  # called off, to wait as long work
-        assert line.flagged("net:b")  # its next tasks wait as long work
-        assert line.join("net:b", long=False).long is True
+        assert first.child == "child-0"  # light work takes the light-only process first
+        assert line.run_long(first.child) is False  # called off, to wait as long work
+        assert line.run_long(second.child) is True  # the other process may run it long
+        assert line.flagged("net:a")  # its next tasks wait as long work
+        assert line.join("net:a", long=False).long is True
 
     def test_with_one_process_long_work_may_have_it(self, clock: Clock) -> None:
         line = _line(clock, children=1)
@@ -87,6 +90,9 @@ class TestLongWork:
         line = _line(clock, children=2)
         first = line.join("net:a", long=True)
         waiting = line.join("net:b", long=True)
+        light = line.join("key:c", long=False)
+        line.done(light.child, 0.5)  # the light-only process: not for long work
+        assert waiting.child is None
         line.done(first.child, 20.0)
         assert waiting.child == first.child
 
