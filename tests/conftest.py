@@ -39,6 +39,29 @@ def with_key(client: FlaskClient, token: str = WRITE_KEY) -> FlaskClient:
     return client
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--part",
+        choices=("all", "parallel", "serial"),
+        default="all",
+        help="parallel: leave out the tests marked serial (scripts/test runs these in "
+        "processes side by side); serial: only those, run after, alone",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    part = config.getoption("--part")
+    if part == "all":
+        return
+    keep, dropped = [], []
+    for item in items:
+        alone = item.get_closest_marker("serial") is not None
+        (keep if alone == (part == "serial") else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
 @pytest.fixture(autouse=True)
 def _own_store(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Every app a test makes starts on an empty embedded store of its own."""

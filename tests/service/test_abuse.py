@@ -37,6 +37,10 @@ import pytest
 from tests.conftest import WRITE_KEY
 from tests.service.redis_server import free_port
 
+# what these expect of the server (a 429 within 0.2 s, 408 after SHORT_S) assumes the
+# machine is not busy with other tests: they run alone
+pytestmark = pytest.mark.serial
+
 RIGHTSIZE = str(Path(sys.executable).with_name("rightsize"))
 MOE = {
     "model": {"family": "transformer", "layers": 100, "hidden": 1024, "heads": 16,

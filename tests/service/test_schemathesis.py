@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import (
@@ -28,6 +29,9 @@ from schemathesis.checks import (
 from service import create_app
 from service.keys import KeyFile
 from tests.conftest import KEYS_FILE
+
+# schemathesis makes one item per operation, which pytest-xdist cannot split
+pytestmark = pytest.mark.serial
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES_PER_OPERATION = int(os.environ.get("RIGHTSIZE_SCHEMATHESIS_CASES", "32"))

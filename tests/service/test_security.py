@@ -57,6 +57,7 @@ class TestKeys:
             "Basic dXNlcjpwYXNz",  # the wrong scheme
             "Bearer ",
         ],
+        ids=["forged", "unknown", "basic", "empty"],
     )
     def test_a_forged_or_malformed_key_is_401(self, anonymous: FlaskClient, header: str):
         before = _stored(anonymous)
