@@ -320,6 +320,9 @@ def abused(port: int, args: argparse.Namespace, keys: list[str], steady: dict[st
         f"p50 {_percentile(quiet_ms, 0.5):.0f} ms, p99 {_percentile(quiet_ms, 0.99):.0f} ms, "
         f"max {max(quiet_ms):.0f} ms"
     )
+    for kind in sorted({k for k, _, _ in quiet}):
+        each = [ms for k, _, ms in quiet if k == kind]
+        print(f"    {kind}s: {', '.join(f'{ms:.0f}' for ms in each)} ms")
     new_work = [s for _, e, new, s, _ in results if new and e in ("profiles", "recommendations")]
     answered = sum(1 for s in new_work if s == 200)
     ratio = during["cached_recommendations_p99_ms"] / steady["cached_recommendations_p99_ms"]

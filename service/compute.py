@@ -47,6 +47,7 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -288,6 +289,7 @@ class ComputePool:
         self._children: dict[int, _Process] = {}
         self._line = FairLine(queue)
         self._numbers = itertools.count(1)
+        self._spawner: ThreadPoolExecutor | None = None
         self._clients: Counter[str] = Counter()
         self._some_ready = threading.Event()  # a child has built its app
         self._ready: set[int] = set()  # the children that have (by pid)
@@ -337,6 +339,11 @@ class ComputePool:
         with self._lock:
             if self.processes > 0 and not self._running:
                 self._running = True
+                # children are started from this one thread, made here: a child takes the
+                # priority of the thread that starts it, and the threads answering requests
+                # run lower (service.front.bridge.lower_priority)
+                self._spawner = ThreadPoolExecutor(1, thread_name_prefix="rightsize-spawn")
+                self._spawner.submit(lambda: None).result()
                 for index in range(self.processes):
                     # with two or more, the first is light-only (with one, long work may
                     # have it: nothing could run it otherwise)
@@ -345,6 +352,9 @@ class ComputePool:
     def stop(self) -> None:
         with self._lock:
             self._running = False
+            if self._spawner is not None:
+                self._spawner.shutdown(wait=False)
+                self._spawner = None
             children, self._children = list(self._children.values()), {}
             self._line.clear()
             self._some_ready.clear()
@@ -372,7 +382,10 @@ class ComputePool:
             name="rightsize-compute",
             daemon=True,
         )
-        process.start()
+        if self._spawner is not None:
+            self._spawner.submit(process.start).result()
+        else:
+            process.start()
         theirs.close()
         child = _Process(process, mine, called_off, light_only)
         assert process.pid is not None

@@ -34,6 +34,7 @@
 | ``RIGHTSIZE_COMPUTE_PROCESSES`` | ``2`` | per gunicorn worker: count profiles, rank new answers |
 | ``RIGHTSIZE_COMPUTE_NICE`` | ``10`` | how much lower their CPU priority is (0-19) |
 | ``RIGHTSIZE_COMPUTE_LIGHT_NICE`` | ``0`` | the light-only one's (with two or more) |
+| ``RIGHTSIZE_REQUEST_NICE`` | ``5`` | how much lower the request threads' priority is (0-19) |
 | ``RIGHTSIZE_COMPUTE_PER_CLIENT`` | ``2`` | new work one client may have per worker (429 beyond) |
 | ``RIGHTSIZE_COMPUTE_QUEUE`` | ``24`` | new work that may wait per worker (503 beyond) |
 | ``RIGHTSIZE_COMPUTE_WAIT_S`` | ``15`` | the longest new work waits for a process (503) |
@@ -185,6 +186,7 @@ SETTINGS: dict[str, tuple[Callable[[str], Any], Any]] = {
     "COMPUTE_PROCESSES": (_int_between(0, 64), 2),
     "COMPUTE_NICE": (_int_between(0, 19), 10),
     "COMPUTE_LIGHT_NICE": (_int_between(0, 19), 0),
+    "REQUEST_NICE": (_int_between(0, 19), 5),
     "COMPUTE_PER_CLIENT": (_int_between(0, 1000), 2),
     "COMPUTE_QUEUE": (_int_between(1, 10_000), 24),
     "COMPUTE_WAIT_S": (_positive_float, 15.0),

@@ -10,10 +10,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 from flask import Flask
+from werkzeug.test import TestResponse
 
 from profiles.catalog import Catalog
 from profiles.description import resolve
@@ -22,6 +24,7 @@ from service import compute, create_app
 from service.compute import ComputePool
 from service.engine import rank
 from service.engine.errors import TooSlow
+from service.front.bridge import lower_priority
 from service.state import state
 from tests.conftest import with_key
 from tests.service.helpers import problem
@@ -174,7 +177,8 @@ def test_an_error_keeps_its_own_fields_across_the_process_boundary() -> None:
 
 
 def test_a_child_that_dies_is_replaced_and_its_request_answered(pooled: Flask) -> None:
-    """``/readyz`` reports the pool: its child alive, then the replacement."""
+    """``/readyz`` reports the pool: its child alive, then the replacement, at the pool's
+    priority although a request thread (which runs lower) found the child dead."""
     pool = state().compute
     before = _child_pids(pool)
     assert before
@@ -188,7 +192,15 @@ def test_a_child_that_dies_is_replaced_and_its_request_answered(pooled: Flask) -
     here = _tasks(pooled, "profile", "worker")
     batch = 3 + time.time_ns() % 500
     body = {"model": GPT2, "workload": {"task": "training", "batch_size": batch, "seq_len": 32}}
-    sent = with_key(pooled.test_client()).post("/v1/profiles", json=body)
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    with ThreadPoolExecutor(1, initializer=lower_priority, initargs=(4,)) as threads:
+        assert threads.submit(os.getpriority, os.PRIO_PROCESS, 0).result() == base + 4
+
+        def ask() -> TestResponse:
+            with pooled.app_context():
+                return with_key(pooled.test_client()).post("/v1/profiles", json=body)
+
+        sent = threads.submit(ask).result()
     assert sent.status_code == 200, sent.get_data(as_text=True)
     assert _tasks(pooled, "profile", "worker") == here + 1  # its child had died
     assert pool.running
@@ -202,6 +214,7 @@ def test_a_child_that_dies_is_replaced_and_its_request_answered(pooled: Flask) -
     assert after.status_code == 200
     assert _child_pids(pool)
     assert not _child_pids(pool) & before
+    assert [_niceness(pid) for pid in _child_pids(pool)] == [base + 10]
     ready = pooled.test_client().get("/readyz").get_json()
     assert ready["status"] == "ready"
     assert ready["compute"]["replaced"] == replaced + 1
