@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 import urllib.parse
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -85,22 +86,30 @@ class Service:
             conn.close()
 
 
-def _reads(service: Service, count: int) -> str:
-    timings = [service.call("GET", "/v1/gpus/l4", timeout_s=60) for _ in range(count)]
+def _reads(service: Service, count: int, source: str | None = None) -> str:
+    timings = [
+        service.call("GET", "/v1/gpus/l4", timeout_s=60, source=source) for _ in range(count)
+    ]
     ok = sum(1 for status, _, _ in timings if status == 200)
     worst = max(seconds for _, _, seconds in timings)
-    return f"{ok} of {count} reads answered, the slowest in {worst:.2f} s"
+    statuses = dict(sorted(Counter(status for status, _, _ in timings).items()))
+    return f"{ok} of {count} reads answered {statuses}, the slowest in {worst:.2f} s"
+
+
+ATTACKER = "127.50.0.1"  # the slow and idle connections' address; the reads come from another
 
 
 def slow_and_idle(service: Service) -> None:
     held: list[socket.socket] = []
     for _ in range(16):
-        sock = socket.create_connection((service.host, service.port))
+        sock = socket.create_connection((service.host, service.port), source_address=(ATTACKER, 0))
         sock.sendall(b"POST /v1/profiles HTTP/1.1\r\nHost: p\r\nContent-Type: application/json"
                      b"\r\nContent-Length: 100000\r\n\r\n{")  # fmt: skip
         held.append(sock)
     for _ in range(160):
-        held.append(socket.create_connection((service.host, service.port)))
+        held.append(
+            socket.create_connection((service.host, service.port), source_address=(ATTACKER, 0))
+        )
     stop = threading.Event()
 
     def dribble() -> None:
@@ -112,6 +121,7 @@ def slow_and_idle(service: Service) -> None:
     threading.Thread(target=dribble, daemon=True).start()
     time.sleep(1)
     print(f"1. beside 16 slow bodies and 160 idle connections: {_reads(service, 10)}")
+    print(f"   from the attacker's own address: {_reads(service, 10, ATTACKER)}")
     time.sleep(14)
     print(f"   15 s on: {_reads(service, 10)}")
     stop.set()
