@@ -19,6 +19,7 @@ Run: .venv/bin/python bench/probe.py --url http://127.0.0.1:8000 --write-key KEY
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import socket
@@ -32,14 +33,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import contextlib
-
+from bench.attacks import MOE
 from tests.profiles.trace_factory import known_steps
 
-MOE = {
-    "family": "transformer", "layers": 100, "hidden": 1024, "heads": 16, "ffn": 4096,
-    "vocab": 50001, "moe_experts": 10000, "moe_top_k": 10000, "gated": True,
-}  # fmt: skip
 ROW = {
     "gpu": "l4", "gpu_count": 1, "workload": "resnet50-imagenet", "precision": "fp16",
     "batch_size_per_gpu": 128, "throughput": 950, "source": "probe", "as_of": "2026-11-30",

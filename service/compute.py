@@ -382,10 +382,8 @@ class ComputePool:
             name="rightsize-compute",
             daemon=True,
         )
-        if self._spawner is not None:
-            self._spawner.submit(process.start).result()
-        else:
-            process.start()
+        assert self._spawner is not None  # made by start(); no child starts after stop()
+        self._spawner.submit(process.start).result()
         theirs.close()
         child = _Process(process, mine, called_off, light_only)
         assert process.pid is not None
