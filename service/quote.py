@@ -3,21 +3,42 @@
 from :func:`service.exports.bill_of_materials` with its power and TCO against renting, the
 other candidates, the reasons, the assumptions and the source of every figure.
 
-Pure functions, no Flask. Every value put into the page is escaped with :func:`html.escape`;
-the page has no script and loads nothing.
+Pure functions, no Flask: the figures are worded here, the page is laid out by the Jinja2
+template ``service/web/templates/quote.html`` (autoescaped: every value is escaped); the page
+has no script and loads nothing.
 """
 
 from __future__ import annotations
 
-import html
 from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
 from typing import Any
+
+import jinja2
 
 from service.exports import Bill, Row
 
+Pairs = list[tuple[str, Any]]
 
-def _e(value: Any) -> str:
-    return html.escape("–" if value is None else str(value))
+
+@cache
+def _template() -> jinja2.Template:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("service.web", "templates"),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters["cell"] = lambda value: "–" if value is None else value
+    return env.get_template("quote.html")
+
+
+def _table(
+    head: Sequence[str], rows: Iterable[Sequence[Any]], numeric: int = 99, kind: str = "list"
+) -> dict[str, Any]:
+    """A table for the template; the columns from ``numeric`` on are right-aligned."""
+    return {"head": list(head), "rows": [list(r) for r in rows], "numeric": numeric, "kind": kind}
 
 
 def _n(value: Any) -> str:
@@ -32,28 +53,6 @@ def _n(value: Any) -> str:
 
 def _usd(value: Any) -> str:
     return "–" if value is None else f"{_n(value)} USD"
-
-
-def _table(
-    head: Sequence[str], rows: Iterable[Sequence[Any]], numeric: int = 99, kind: str = "list"
-) -> str:
-    """A table of escaped cells; the columns from ``numeric`` on are right-aligned."""
-    cls = [' class="n"' if i >= numeric else "" for i in range(len(head))]
-    top = "".join(f"<th{c}>{_e(h)}</th>" for c, h in zip(cls, head, strict=True))
-    body = "".join(
-        "<tr>" + "".join(f"<td{c}>{_e(v)}</td>" for c, v in zip(cls, row, strict=True)) + "</tr>"
-        for row in rows
-    )
-    return f'<table class="{kind}"><thead><tr>{top}</tr></thead><tbody>{body}</tbody></table>\n'
-
-
-def _facts(pairs: Iterable[tuple[str, Any]]) -> str:
-    rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in pairs)
-    return f'<table class="kv"><tbody>{rows}</tbody></table>\n'
-
-
-def _section(title: str, body: str) -> str:
-    return f"<section><h2>{_e(title)}</h2>\n{body}</section>\n"
 
 
 def _where(r: Mapping[str, Any]) -> str:
@@ -77,7 +76,7 @@ def _model(request: Mapping[str, Any]) -> str:
     return str(model.get("name") or ("a layer list" if "layers" in model else "–"))
 
 
-def _workload(answer: Mapping[str, Any]) -> str:
+def _workload(answer: Mapping[str, Any]) -> Pairs:
     request = answer.get("request") or {}
     w, usage = request.get("workload") or {}, request.get("usage") or {}
     shape = ("method", "batch_size", "seq_len", "image_size", "prompt_tokens", "output_tokens")
@@ -87,21 +86,19 @@ def _workload(answer: Mapping[str, Any]) -> str:
     hours, runs = usage.get("gpu_hours_per_month"), usage.get("runs_per_month") or 1
     use = f"{_n(hours)} GPU-hours" if hours is not None else f"{_n(runs)} run(s)"
     limits = request.get("constraints") or {}
-    return _facts(
-        [
-            ("Model", _model(request)),
-            ("Task", w.get("task", "as profiled or traced")),
-            ("Shape", ", ".join(f"{k} {w[k]}" for k in shape if k in w) or "–"),
-            ("Precision", w.get("precision")),
-            ("Dataset", f"{size:,} {unit}{epochs}" if isinstance(size, int) else "none given"),
-            ("Usage", f"{use} a month over {usage.get('horizon_months', 36)} months"),
-            ("Objective", answer.get("objective")),
-            ("Constraints", "; ".join(f"{k} {v}" for k, v in limits.items()) or "none"),
-        ]
-    )
+    return [
+        ("Model", _model(request)),
+        ("Task", w.get("task", "as profiled or traced")),
+        ("Shape", ", ".join(f"{k} {w[k]}" for k in shape if k in w) or "–"),
+        ("Precision", w.get("precision")),
+        ("Dataset", f"{size:,} {unit}{epochs}" if isinstance(size, int) else "none given"),
+        ("Usage", f"{use} a month over {usage.get('horizon_months', 36)} months"),
+        ("Objective", answer.get("objective")),
+        ("Constraints", "; ".join(f"{k} {v}" for k, v in limits.items()) or "none"),
+    ]
 
 
-def _choice(r: Mapping[str, Any]) -> str:
+def _choice(r: Mapping[str, Any]) -> Pairs:
     c, unit, energy, usage = r["cost"], r["estimate"]["unit"], r["energy"], r["cost"]["usage"]
     pairs = [
         ("GPUs", f"{r['count']} x {r['gpu_name']} ({r['gpu']}), {_n(r['vram_gib'])} GiB each"),
@@ -122,10 +119,10 @@ def _choice(r: Mapping[str, Any]) -> str:
             ("Unit price", f"{_usd(hourly)} per instance-hour"),
             ("Price as of", f"{offer['catalog_date']} ({offer['source']})"),
         ]
-    return _facts(pairs)
+    return pairs
 
 
-def _bill(bill: Bill, answer: Mapping[str, Any]) -> str:
+def _bill(bill: Bill, answer: Mapping[str, Any]) -> list[dict[str, Any]]:
     own, usage, t = bill.tco["on_premise"], bill.tco["usage"], bill.tco
     p = {x["name"]: x["value"] for x in t["parameters"]}
     energy = t["energy"]["on_premise"]
@@ -161,19 +158,17 @@ def _bill(bill: Bill, answer: Mapping[str, Any]) -> str:
     note = f"Rank {bill.rank}: {bill.count} x {bill.gpu_name} in {bill.servers} x {bill.design}."
     if bill.knowledge_version != answer.get("knowledge_version"):
         note += f" Priced on today's knowledge ({bill.knowledge_version})."
-    return "".join(
-        (
-            f"<p>{_e(note)}</p>\n",
-            _table(("Item", "What", "Qty", "Unit price", "Total"), rows, 2),
-            "<h3>Power and cooling</h3>\n",
-            _facts(power),
-            "<h3>Total cost of ownership</h3>\n",
-            _facts(tco),
-        )
-    )
+    return [
+        {"p": note},
+        {"table": _table(("Item", "What", "Qty", "Unit price", "Total"), rows, 2)},
+        {"h3": "Power and cooling"},
+        {"facts": power},
+        {"h3": "Total cost of ownership"},
+        {"facts": tco},
+    ]
 
 
-def _compare(bill: Bill | None, answer: Mapping[str, Any]) -> str:
+def _compare(bill: Bill | None, answer: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Owning against renting, a month and over the horizon."""
     rows = []
     if bill is not None:
@@ -191,14 +186,14 @@ def _compare(bill: Bill | None, answer: Mapping[str, Any]) -> str:
     if best is not None:
         what = f"rank {best['rank']}: {best['count']} x {best['gpu_name']} on {_where(best)}"
         rows.append((what, best["cost"]["monthly_usd"], best["cost"]["horizon_usd"]))
-    note = "" if bill else "<p>No on-premise candidate in this answer.</p>\n"
+    note = [] if bill else [{"p": "No on-premise candidate in this answer."}]
     if not rows:
-        return note + "<p>No cloud candidate in this answer.</p>\n"
+        return [*note, {"p": "No cloud candidate in this answer."}]
     shown = [(what, _usd(month), _usd(horizon)) for what, month, horizon in rows]
-    return note + _table(("Option", "Monthly", "Horizon"), shown, 1)
+    return [*note, {"table": _table(("Option", "Monthly", "Horizon"), shown, 1)}]
 
 
-def _sources(answer: Mapping[str, Any], bill: Bill | None) -> str:
+def _sources(answer: Mapping[str, Any], bill: Bill | None) -> dict[str, Any]:
     """Every figure the page uses, with its source and date, each once."""
     found: dict[tuple[str, str], Row] = {}
 
@@ -252,6 +247,11 @@ footer { font-size: 8pt; color: #444; margin-top: 2em; } code { font-size: 9pt; 
 """
 
 
+def _section(title: str, *blocks: dict[str, Any]) -> dict[str, Any]:
+    """A titled section of blocks: each one of ``p``, ``h3``, ``facts``, ``table`` or ``ul``."""
+    return {"title": title, "blocks": list(blocks)}
+
+
 def quote_html(answer: Mapping[str, Any], bill: Bill | None) -> str:
     """A print-ready page (A4, no script, nothing loaded) quoting the answer's first choice:
     the workload asked, the choice, the bill of materials of ``bill`` (the first choice's own
@@ -261,48 +261,41 @@ def quote_html(answer: Mapping[str, Any], bill: Bill | None) -> str:
     first = recs[0] if recs else None
     ident, created = str(answer.get("id", "")), str(answer.get("created_at", ""))
     versions = f"knowledge {answer.get('knowledge_version')} · rules {answer.get('rules_version')}"
-    parts = [
-        f"<header><h1>GPU quote: {_e(first['gpu_name'] if first else 'no candidate')}</h1>\n"
-        f'<p class="meta">Recommendation <code>{_e(ident)}</code> of {_e(created[:10])} '
-        f"({_e(created)}) · {_e(versions)}</p></header>\n",
-        '<p class="hint">Print / Save as PDF from the browser\'s menu (Ctrl+P, or Cmd+P): the '
-        "page is laid out for A4 and this line is not printed.</p>\n",
-        _section("Workload asked", _workload(answer)),
-    ]
+    sections = [_section("Workload asked", {"facts": _workload(answer)})]
     if first is None:
         excluded = len(answer.get("excluded") or ())
         text = f"No candidate meets the constraints ({excluded} GPU types excluded)."
-        parts.append(_section("First choice", f"<p>{_e(text)}</p>\n"))
+        sections.append(_section("First choice", {"p": text}))
     else:
-        parts.extend(_ranked(answer, first, bill))
+        sections.extend(_ranked(answer, first, bill))
     items = [*(answer.get("assumptions") or ()), *(bill.tco["assumptions"] if bill else ())]
-    listed = "".join(f"<li>{_e(a)}</li>" for a in items)
-    parts.append(_section("Assumptions", f"<ul>{listed}</ul>\n"))
-    parts.append(_section("Sources", _sources(answer, bill)))
-    return "".join(
-        (
-            '<!DOCTYPE html>\n<html lang="en">\n<head><meta charset="utf-8">\n'
-            f"<title>rightsize quote {_e(ident)}</title>\n<style>{STYLE}</style></head>\n<body>\n",
-            *parts,
-            f"<footer><p>From the stored recommendation GET /v1/recommendations/{_e(ident)}."
-            "</p></footer>\n</body>\n</html>\n",
-        )
+    sections.append(_section("Assumptions", {"ul": items}))
+    sections.append(_section("Sources", {"table": _sources(answer, bill)}))
+    return _template().render(
+        title=first["gpu_name"] if first else "no candidate",
+        ident=ident,
+        created=created,
+        versions=versions,
+        style=STYLE,
+        sections=sections,
     )
 
 
-def _ranked(answer: Mapping[str, Any], first: Mapping[str, Any], bill: Bill | None) -> list[str]:
+def _ranked(
+    answer: Mapping[str, Any], first: Mapping[str, Any], bill: Bill | None
+) -> list[dict[str, Any]]:
     """The sections of an answer with candidates: the first choice, the bill of materials,
     owning against renting, the other candidates and the reasons."""
-    why = f"<p>{_e(answer['why_first'])}</p>\n" if answer.get("why_first") else ""
-    out = [_section(f"First choice: {_where(first)}", _choice(first) + why)]
+    why = [{"p": answer["why_first"]}] if answer.get("why_first") else []
+    out = [_section(f"First choice: {_where(first)}", {"facts": _choice(first)}, *why)]
     owned_first = first["deployment"]["kind"] == "on-premise"
     title = "Bill of materials" if owned_first else "On-premise alternative: bill of materials"
     if bill is not None:
-        out.append(_section(title, _bill(bill, answer)))
+        out.append(_section(title, *_bill(bill, answer)))
     elif owned_first:
         text = "The cost engine cannot price this choice at this usage today (see POST /v1/tco)."
-        out.append(_section(title, f"<p>{_e(text)}</p>\n"))
-    out.append(_section("Owning against renting", _compare(bill, answer)))
+        out.append(_section(title, {"p": text}))
+    out.append(_section("Owning against renting", *_compare(bill, answer)))
     recs = answer.get("recommendations") or ()
     others = [
         (r["rank"], f"{r['count']} x {r['gpu_name']}", _where(r), _n(r["job"]["hours"]),
@@ -311,12 +304,11 @@ def _ranked(answer: Mapping[str, Any], first: Mapping[str, Any], bill: Bill | No
     ]  # fmt: skip
     if others:
         head = ("#", "GPUs", "Deployment", "Hours", f"Per {first['estimate']['unit']}", "Monthly")
-        out.append(_section("Other candidates", _table(head, others, 3)))
+        out.append(_section("Other candidates", {"table": _table(head, others, 3)}))
     reasons = [(x["rule"], x["message"], x["source"], x["as_of"]) for x in first["reasons"]]
     for x in answer.get("advice") or ():
         reasons.append((x["rule"], f"advice: {x['message']}", x["source"], x["as_of"]))
     if reasons:
-        out.append(
-            _section("Reasons", _table(("Rule", "Says", "Source", "Date"), reasons, kind="src"))
-        )
+        said = ("Rule", "Says", "Source", "Date")
+        out.append(_section("Reasons", {"table": _table(said, reasons, kind="src")}))
     return out
