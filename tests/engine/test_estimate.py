@@ -76,6 +76,7 @@ def _faster(gpu: Gpu, factor: float) -> Gpu:
     )
 
 
+@pytest.mark.slow  # every catalog model on every GPU
 class TestEveryModelEveryGpu:
     @pytest.mark.parametrize("task", ["training", "inference"])
     def test_returns_or_fails_cleanly(

@@ -11,6 +11,8 @@ from profiles.catalog import Catalog
 from service.engine import inference_validation as iv
 from service.engine.llm_validation import catalog_source
 
+pytestmark = pytest.mark.slow  # refits: MLPerf Inference, each GPU held out
+
 
 @pytest.fixture(scope="module")
 def offline(knowledge: Knowledge, catalog: Catalog) -> list[iv.OfflineCase]:

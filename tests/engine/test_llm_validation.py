@@ -20,6 +20,8 @@ from service.engine.layout import Layout, memory_per_gpu
 from service.engine.model import PerformanceModel
 from service.engine.parallel import OPTIMIZED
 
+pytestmark = pytest.mark.slow  # refits: the LLM rows
+
 
 @pytest.fixture(scope="module")
 def described(catalog: Catalog) -> Any:

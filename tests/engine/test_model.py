@@ -67,6 +67,7 @@ class TestBuild:
         assert again.quantiles == model.quantiles
         assert len(again.single) == len(model.single) > 700
 
+    @pytest.mark.slow  # a refit
     def test_changed_knowledge_is_a_new_model(
         self,
         tmp_path: Path,

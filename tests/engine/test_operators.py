@@ -8,6 +8,8 @@ import pytest
 from knowledge import Knowledge
 from service.engine import operators as ops
 
+pytestmark = pytest.mark.slow  # refits: the operators, each GPU held out
+
 
 def test_each_operator_s_work_follows_its_shape() -> None:
     up = ops.op_work("mlp_up_proj", 1024, 1)

@@ -46,6 +46,7 @@ def llama8b(catalog: Catalog) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("stack", ["pytorch", "optimized"])
+@pytest.mark.slow  # every layout timed
 def test_the_bounded_search_finds_what_timing_every_layout_finds(
     llama8b: dict[str, Any], model: PerformanceModel, knowledge: Knowledge, stack: str
 ) -> None:

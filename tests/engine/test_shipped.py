@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from knowledge import Knowledge
 from profiles.catalog import Catalog
 from service.engine import shipped
+
+pytestmark = pytest.mark.slow  # every benchmarked workload profiled again
 
 
 def test_the_packaged_profiles_are_current(knowledge: Knowledge, catalog: Catalog) -> None:

@@ -15,6 +15,8 @@ from service.engine import llm_validation as lv
 from service.engine import stack_validation as sv
 from service.engine.model import PerformanceModel
 
+pytestmark = pytest.mark.slow  # refits: every stack's publications left out
+
 # publication tables: (kind, the most their held-out median may miss by). Each is checked
 # with the fit that left its whole publication out.
 GOLDEN = {

@@ -126,6 +126,7 @@ def test_the_memory_habits_change_what_a_step_holds(kb):
     assert in_backward.total_bytes <= tune.total_bytes
 
 
+@pytest.mark.slow  # a real step on the CPU
 def test_a_chunked_loss_holds_what_the_estimate_says_measured_on_the_cpu():
     """The CPU allocator's peak of a language-model loss over its whole logits at once and
     in 8 chunks (torchtune's CEWithChunkedOutputLoss): the share the estimate uses for the

@@ -13,12 +13,15 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from knowledge import Knowledge
 from service import create_app
 from service.cli import main
 from service.engine.model import MODEL_VERSION, PerformanceModel
+
+pytestmark = pytest.mark.slow  # subprocesses: the service starting
 
 
 def test_train_command_builds_the_model_into_its_cache(

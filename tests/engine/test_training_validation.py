@@ -10,6 +10,8 @@ from profiles.catalog import Catalog
 from service.engine import training_validation as tv
 from service.engine.llm_validation import catalog_source
 
+pytestmark = pytest.mark.slow  # refits: MLPerf Training, each GPU held out
+
 
 @pytest.fixture(scope="module")
 def rows(knowledge: Knowledge, catalog: Catalog) -> list[tv.TrainingCase]:

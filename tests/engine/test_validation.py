@@ -17,6 +17,8 @@ from service.engine import validation
 from service.engine.model import PerformanceModel
 from service.engine.validation import Prediction, coverage, predict, rank_agreement, summary
 
+pytestmark = pytest.mark.slow  # refits: every held-out split
+
 
 class TestSameFunctionAsTheApi:
     @pytest.mark.parametrize(

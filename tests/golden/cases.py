@@ -240,6 +240,7 @@ def send(client: FlaskClient) -> Iterator[tuple[str, dict[str, Any]]]:
             body = " ".join(html.unescape(text).split())
         else:
             body = response.get_data(as_text=True)
+        response.close()
         seen[case.name] = {"body": body}
         yield case.name, {"status": response.status_code, "type": kind, "body": _clean(body)}
 

@@ -17,6 +17,8 @@ import pytest
 from knowledge import Knowledge, KnowledgeInvalid, UnknownId, load_knowledge, records
 from knowledge.loader import REQUIRED_FILES, default_root
 
+pytestmark = pytest.mark.slow  # copies of the knowledge loaded again, one per case
+
 FIXTURES = Path(__file__).parent / "fixtures" / "deployment"
 CURATED = ("providers.yaml", "grid_intensity.csv", "input_rates.yaml", "server_designs.yaml")
 

@@ -252,6 +252,7 @@ def test_the_faults_of_rows_before_a_broken_one_are_kept(knowledge: Knowledge, g
     assert [f[:2] for f in _faults(knowledge, text)] == [(0, "source"), (2, "(row)")]
 
 
+@pytest.mark.slow  # a file of eight million rows
 def test_eight_million_rows_are_refused_unread(knowledge: Knowledge) -> None:
     # empty cells make full-width rows: a short row would be refused before the count
     text = HEADER + "\n" + ",,,,,,,\n" * 8_000_000
@@ -259,6 +260,7 @@ def test_eight_million_rows_are_refused_unread(knowledge: Knowledge) -> None:
     assert faults == [(MAX_ROWS, "(file)", "more than 50,000 rows: expected at most 50,000 rows")]
 
 
+@pytest.mark.slow  # the most rows allowed
 def test_as_many_rows_as_allowed_pass(knowledge: Knowledge, good: Row) -> None:
     rows = [_with(good, "region", f"r{i}") for i in range(MAX_ROWS)]
     priced, errors = check_prices(knowledge, _file(HEADER, *rows))

@@ -12,6 +12,8 @@ import pytest
 from knowledge import KnowledgeInvalid, knowledge_version, load_knowledge
 from knowledge.loader import default_root
 
+pytestmark = pytest.mark.slow  # copies of the knowledge loaded again, one per case
+
 
 @pytest.fixture
 def data_copy(tmp_path: Path) -> Path:

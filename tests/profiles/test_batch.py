@@ -130,6 +130,7 @@ def test_a_profile_carried_along_the_batch_is_the_counted_one(
         ("resnet-50", {"task": "training", "image_size": 224, "precision": "fp16"}),
     ],
 )  # fmt: skip
+@pytest.mark.slow  # counted at every batch size
 def test_a_step_that_can_bend_with_the_batch_is_counted_at_every_batch_size(
     run: Callable[..., Profile], counted: list[int], name: str, workload: dict[str, Any]
 ) -> None:

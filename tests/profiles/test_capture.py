@@ -25,6 +25,8 @@ from profiles.trace.read import read_trace
 from service.cli import main
 from tests.service.helpers import problem
 
+pytestmark = pytest.mark.slow  # subprocesses: scripts captured
+
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = Path(__file__).parent / "fixtures" / "traces"
 NO_KERNELS = "no GPU kernels found"

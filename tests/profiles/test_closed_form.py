@@ -24,6 +24,7 @@ def _stacks(catalog: Catalog) -> list[str]:
 
 
 class TestClosedForm:
+    @pytest.mark.slow  # every catalog model built
     def test_parameters_equal_the_built_model(self, catalog: Catalog, run: Run) -> None:
         for name in _stacks(catalog):
             counted = run(name, task="inference", batch_size=1, prompt_tokens=4)

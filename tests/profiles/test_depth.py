@@ -88,6 +88,7 @@ def carried(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
 
 
 @pytest.mark.parametrize(("name", "workload"), WORKLOADS)
+@pytest.mark.slow  # whole models counted
 def test_the_profile_by_depth_is_the_whole_count(
     run: Callable[..., Profile], monkeypatch: pytest.MonkeyPatch, carried: list[bool],
     name: str, workload: dict[str, Any],

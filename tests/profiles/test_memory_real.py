@@ -22,6 +22,8 @@ from profiles.measure import real_step_peak
 from profiles.profile import DTYPES, Memory, profile
 from profiles.workload import Workload, WorkloadSchema
 
+pytestmark = pytest.mark.slow  # real training steps on the CPU
+
 TOLERANCE = 0.10
 SMALL_ADAPTIVE = {
     "family": "transformer",

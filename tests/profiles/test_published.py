@@ -35,6 +35,7 @@ class TestParameterCounts:
         profile = run("mixtral-8x7b", task="inference", batch_size=1, prompt_tokens=8)
         assert profile.model["active_parameters"] == 12_879_925_248
 
+    @pytest.mark.slow  # every catalog model built
     def test_every_catalog_count_is_exact(self, catalog: Catalog) -> None:
         from profiles.build import build
 

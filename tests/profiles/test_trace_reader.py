@@ -134,6 +134,7 @@ class TestStream:
             list(TraceStream(io.BytesIO(deep)))
         assert info.value.kind == "too-deep"
 
+    @pytest.mark.slow  # a gigabyte inflated
     def test_gzip_bomb_of_1_gb_is_refused(self) -> None:
         # ~1 MB of gzip that would decompress to 1 GiB of spaces inside a valid trace
         packer = zlib.compressobj(9, zlib.DEFLATED, 31)

@@ -132,6 +132,7 @@ class TestStep:
         assert {"convolution", "attention", "matmul", "normalisation"} <= kinds
         assert p.tokens_per_step == 1
 
+    @pytest.mark.slow  # UNet steps counted
     def test_image_size_sets_the_latent(self, run: Run) -> None:
         at_512 = run("stable-diffusion-v2", task="training", batch_size=1, image_size=512)
         base = run("stable-diffusion-2-base", task="training", batch_size=1)
@@ -152,6 +153,7 @@ class TestStep:
         scores = 8 * 4096 * 4096 * 2  # heads x (64x64 latent)^2 at bf16, one self-attention
         assert naive.memory.activations_bytes - flash.memory.activations_bytes > 4 * scores
 
+    @pytest.mark.slow  # UNet steps counted
     def test_checkpointing_trades_memory_for_recompute(self, run: Run) -> None:
         none = run("stable-diffusion-1.5-unet", task="training", batch_size=1)
         selective = run(

@@ -25,6 +25,8 @@ from service.engine.errors import Abandoned, Busy
 from service.security import client_id
 from tests.service.compute_tasks import mark, small_app, stubborn
 
+pytestmark = pytest.mark.slow  # subprocesses: a real server
+
 
 @pytest.fixture(scope="module")
 def app() -> Flask:

@@ -39,7 +39,7 @@ from tests.service.redis_server import free_port
 
 # what these expect of the server (a 429 within 0.2 s, 408 after SHORT_S) assumes the
 # machine is not busy with other tests: they run alone
-pytestmark = pytest.mark.serial
+pytestmark = [pytest.mark.serial, pytest.mark.slow]  # attacks on a real server
 
 RIGHTSIZE = str(Path(sys.executable).with_name("rightsize"))
 MOE = {

@@ -133,6 +133,7 @@ class TestSubmit:
         assert [s.row["batch_size_per_gpu"] for s in fresh] == [128, 32]
 
 
+@pytest.mark.slow  # a refit on the queue's worker
 class TestRetrain:
     def test_rows_reach_the_model_on_retrain_and_can_be_excluded(
         self, app: Flask, client: FlaskClient

@@ -29,6 +29,8 @@ from service.state import state
 from tests.conftest import with_key
 from tests.service.helpers import problem
 
+pytestmark = pytest.mark.slow  # subprocesses: compute processes
+
 GPT2 = {"name": "gpt2"}
 REC: dict[str, Any] = {
     "model": GPT2,

@@ -28,6 +28,8 @@ from service.mcp_answers import Reply, problem_text
 from service.mcp_schemas import SchemaMaker
 from tests.conftest import WRITE_KEY
 
+pytestmark = pytest.mark.slow  # subprocesses: the MCP server over stdio and HTTP
+
 TOOLS = {
     "recommend": ("post", "/v1/recommendations"),
     "estimate": ("post", "/v1/estimates"),

@@ -34,6 +34,7 @@ def post(client: FlaskClient, path: str, body: dict[str, Any], status: int = 200
     return response.get_json()
 
 
+@pytest.mark.slow  # a large plan search
 def test_llama_70b_full_fine_tuning_is_planned_on_the_fewest_80gb_gpus(
     client: FlaskClient,
 ) -> None:
@@ -233,6 +234,7 @@ def test_layout_options_without_a_layout_are_applied_not_ignored(client: FlaskCl
     assert found["throughput"]["tokens_per_s"] == pytest.approx(2 * one)
 
 
+@pytest.mark.slow  # a large plan search
 def test_a_global_batch_the_layout_cannot_make_exactly_is_said(client: FlaskClient) -> None:
     body = {**LLAMA_70B_TRAINING, "gpu": "H100 SXM5 80GB", "count": 16, "max_count": 16}
     plan = post(client, "/v1/plans", {**body, "global_batch_size": 100})
@@ -269,6 +271,7 @@ def test_layout_options_with_a_trace_are_refused_not_ignored(client: FlaskClient
     )
 
 
+@pytest.mark.slow  # a large plan search
 def test_the_optimized_stack_holds_fewer_activations_and_counts_the_pipeline_ends(
     client: FlaskClient,
 ) -> None:

@@ -76,6 +76,7 @@ def test_only_an_admin_refreshes_and_only_csv(app: Flask, client: FlaskClient) -
     assert not app.extensions["rightsize"].prices.path.exists()
 
 
+@pytest.mark.slow  # a subprocess
 def test_the_command_line_refresh(tmp_path: Path) -> None:
     app = create_app({"TESTING": True})
     offer = _an_offer(app.test_client())

@@ -34,6 +34,7 @@ def post(client: FlaskClient, url: str, body: dict[str, Any], status: int = 200)
     return response.get_json()
 
 
+@pytest.mark.slow  # a large plan search
 def test_llama_70b_full_fine_tuning_gets_a_sharded_layout_on_nvlink(client: FlaskClient) -> None:
     body = post(client, "/v1/recommendations", LLAMA_70B_FULL)
     top = body["recommendations"][0]

@@ -15,6 +15,8 @@ from tests.profiles.trace_factory import known_steps
 from tests.service.helpers import get_json, problem
 from tests.service.redis_server import RedisServer
 
+pytestmark = pytest.mark.slow  # a Redis outage
+
 PROFILE = {
     "model": {"name": "gpt2"},
     "workload": {"task": "training", "batch_size": 2, "seq_len": 128},

@@ -20,6 +20,8 @@ from tests.conftest import WRITE_KEY
 from tests.profiles.trace_factory import known_steps
 from tests.service.redis_server import RedisServer, free_port
 
+pytestmark = pytest.mark.slow  # subprocesses: two servers and a worker
+
 RIGHTSIZE = str(Path(sys.executable).with_name("rightsize"))
 PROFILE = {
     "model": {"name": "gpt2"},

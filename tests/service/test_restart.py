@@ -29,6 +29,8 @@ from tests.conftest import WRITE_KEY
 from tests.profiles.trace_factory import known_steps
 from tests.service.redis_server import free_port
 
+pytestmark = pytest.mark.slow  # subprocesses: real servers restarted and killed
+
 RIGHTSIZE = str(Path(sys.executable).with_name("rightsize"))
 MAX_REQUESTS = 200
 GPT2 = {"model": {"name": "gpt2"}, "workload": {"task": "training", "batch_size": 2, "seq_len": 64}}

@@ -163,6 +163,7 @@ class TestCuratedRows:
         assert set(row_bounds(knowledge).flops_per_unit) == profiled
 
 
+@pytest.mark.slow  # a refit on the queue's worker
 class TestRetrainSkipsRowsItCannotUse:
     def test_rows_stored_before_the_bounds_are_skipped_and_listed(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, knowledge: Knowledge
@@ -226,6 +227,7 @@ def _job_after_work(redis_url: str, job_id: str) -> dict[str, Any]:
     return found
 
 
+@pytest.mark.slow  # a refit on the queue's worker
 class TestAFailedRefit:
     def test_marks_nothing_and_says_why(self, tmp_path: Path, knowledge: Knowledge) -> None:
         store = SubmissionStore(tmp_path / "rows.jsonl")

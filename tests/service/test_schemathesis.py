@@ -31,7 +31,7 @@ from service.keys import KeyFile
 from tests.conftest import KEYS_FILE
 
 # schemathesis makes one item per operation, which pytest-xdist cannot split
-pytestmark = pytest.mark.serial
+pytestmark = [pytest.mark.serial, pytest.mark.slow]  # fuzzing: thousands of generated requests
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES_PER_OPERATION = int(os.environ.get("RIGHTSIZE_SCHEMATHESIS_CASES", "32"))

@@ -53,6 +53,7 @@ def _store(app: Flask) -> SubmissionStore:
     return store
 
 
+@pytest.mark.slow  # a full disk
 def test_a_batch_the_disk_refuses_is_a_507_and_leaves_nothing(tmp_path: Path) -> None:
     """With the file size capped (a full disk), a 450-row batch was acknowledged while 267
     rows reached the disk, and served so; later batches got a 500."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import zlib
 
+import pytest
 import redis
 from flask.testing import FlaskClient
 
@@ -111,6 +112,7 @@ class TestBadUploads:
         client = with_key(create_app({"TRACE_MAX_BYTES": 1000}).test_client())
         problem(_upload(client, known_steps(40).gzipped(), multipart=False), 413)
 
+    @pytest.mark.slow  # a bomb inflated
     def test_gzip_bomb_is_413_and_the_worker_lives_on(self, client: FlaskClient) -> None:
         packer = zlib.compressobj(9, zlib.DEFLATED, 31)
         bomb = packer.compress(b'{"traceEvents": [')
@@ -126,6 +128,7 @@ class TestBadUploads:
         assert body["kind"] == "too-deep"
 
 
+@pytest.mark.slow  # a worker process
 class TestBackgroundJobs:
     def test_large_upload_is_queued_then_parsed_by_a_worker(
         self, redis_url: str, redis_prefix: str

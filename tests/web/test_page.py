@@ -30,6 +30,8 @@ from playwright.sync_api import (
 
 from tests.conftest import WRITE_KEY
 
+pytestmark = pytest.mark.slow  # a browser
+
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "tests" / "artifacts"
 STATIC = ROOT / "service" / "web" / "static"
