@@ -19,9 +19,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from profiles import profile as profile_module
-from profiles.catalog import Catalog
-from profiles.description import ResolvedModel, resolve
+from profiles.description import resolve
 from profiles.errors import InvalidDescription
+from profiles.model_catalog import Catalog
+from profiles.resolved import ResolvedModel
 from profiles.workload import Workload, WorkloadSchema
 
 COUNTED = (2, 3, 5)

@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from knowledge import load_knowledge
-from profiles.catalog import Catalog
+from profiles.model_catalog import Catalog
 from service import create_app
 from service.config import load_settings
-from service.engine.estimate import estimate_many
-from service.engine.model import build
-from service.engine.validation import requests_for, validate
+from service.engine.estimating.estimate import estimate_many
+from service.engine.estimating.model import build
+from service.engine.validating.validation import requests_for, validate
 
 BODIES: dict[str, dict[str, Any]] = {
     "resnet-50 (benchmarked), 1x A100": {

@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from service import create_app
-from service.engine import rank
+from service.engine.deciding import rank
 
 BODY: dict[str, Any] = {
     "model": {"name": "llama-3-8b"},

@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from knowledge import load_knowledge
-from profiles.catalog import Catalog
 from profiles.description import resolve
+from profiles.model_catalog import Catalog
 from profiles.profile import profile
 from profiles.workload import WorkloadSchema
-from service.engine.estimate import EstimateRequest, estimate
-from service.engine.model import build
-from service.engine.step_profile import StepProfile
+from service.engine.estimating.estimate import EstimateRequest, estimate
+from service.engine.estimating.model import build
+from service.engine.estimating.step_profile import StepProfile
 
 RESULTS = Path(__file__).parent / "device" / "results"
 sys.path.insert(0, str(RESULTS.parent))

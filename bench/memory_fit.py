@@ -22,8 +22,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from knowledge import Knowledge, load_knowledge
-from profiles.catalog import Catalog
 from profiles.description import resolve
+from profiles.model_catalog import Catalog
 from profiles.profile import Memory, profile
 from profiles.workload import WorkloadSchema
 

@@ -3,7 +3,7 @@
 Use :func:`load_knowledge` to get a :class:`Knowledge`; nothing is read at import.
 """
 
-from knowledge.catalog import Knowledge
+from knowledge.base import Knowledge
 from knowledge.errors import KnowledgeError, KnowledgeFileError, KnowledgeInvalid, UnknownId
 from knowledge.loader import knowledge_version, load_knowledge
 

@@ -2,7 +2,7 @@
 
 Each function takes one file's validated rows (each with its position label) and what it
 refers to, reports every problem through ``fail(file, row, field, message)`` and returns
-the records indexed as :class:`~knowledge.catalog.Knowledge` keeps them.
+the records indexed as :class:`~knowledge.base.Knowledge` keeps them.
 """
 
 from __future__ import annotations

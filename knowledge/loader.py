@@ -1,4 +1,4 @@
-"""Load and validate every knowledge file; build the :class:`~knowledge.catalog.Knowledge`.
+"""Load and validate every knowledge file; build the :class:`~knowledge.base.Knowledge`.
 
 All problems are collected before failing, so one run names every bad file, row and
 field. A loaded knowledge base is memoised by its content hash: loading the same files
@@ -21,8 +21,8 @@ from marshmallow import Schema, ValidationError
 
 from knowledge import crosschecks, records
 from knowledge.aliases import AliasConflict, AliasIndex
+from knowledge.base import Knowledge
 from knowledge.benchmark_schemas import BENCHMARK_TABLES
-from knowledge.catalog import Knowledge
 from knowledge.deployment_schemas import (
     GridIntensitySchema,
     InputRateSchema,

@@ -17,7 +17,7 @@ from marshmallow import ValidationError
 from marshmallow.fields import String
 
 from knowledge import records
-from knowledge.catalog import Knowledge
+from knowledge.base import Knowledge
 from knowledge.files import FileFormatError, csv_records
 from knowledge.loader import flatten_messages
 from knowledge.schemas import OfferPriceSchema

@@ -26,7 +26,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from knowledge.catalog import Knowledge
+from knowledge.base import Knowledge
 from knowledge.records import Benchmark, Gpu, Workload
 
 KIND = "training-throughput"

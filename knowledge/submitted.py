@@ -20,8 +20,8 @@ from typing import Any
 from marshmallow import ValidationError
 
 from knowledge import records
+from knowledge.base import Knowledge
 from knowledge.benchmark_schemas import SubmittedRowSchema
-from knowledge.catalog import Knowledge
 from knowledge.loader import flatten_messages
 from knowledge.row_bounds import KIND, RowBounds
 

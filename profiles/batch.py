@@ -15,8 +15,8 @@ import threading
 from collections import OrderedDict
 from dataclasses import replace
 
-from profiles.description import ResolvedModel
 from profiles.line import carried
+from profiles.resolved import ResolvedModel
 from profiles.step import Measured
 from profiles.workload import Workload
 

@@ -1,4 +1,4 @@
-"""Build a :class:`~profiles.runnable.Runnable` for a resolved model, on the meta device.
+"""Build a :class:`~profiles.models.runnable.Runnable` for a resolved model, on the meta device.
 
 Weights are never initialised (on the meta device there is nothing to initialise, and
 the init functions would only cost time); a deadline stops the build of a description
@@ -16,11 +16,11 @@ import torch
 from torch import nn
 
 from profiles import interrupt
-from profiles.description import ResolvedModel
 from profiles.errors import ProfileTooSlow
 from profiles.models import vision
-from profiles.models.stacks import TransformerModel
-from profiles.runnable import Runnable, TransformerRunnable
+from profiles.models.blocks import TransformerModel
+from profiles.models.runnable import Runnable, TransformerRunnable
+from profiles.resolved import ResolvedModel
 
 _INIT_FUNCTIONS = (
     "kaiming_uniform_",

@@ -57,7 +57,7 @@ def _embedding(spec: TransformerSpec) -> int:
 
 
 def parameters(spec: TransformerSpec) -> int:
-    """Exact parameter count of :class:`~profiles.models.stacks.TransformerModel`."""
+    """Exact parameter count of :class:`~profiles.models.blocks.TransformerModel`."""
     _covered(spec)
     d = spec.hidden
     total = _embedding(spec) + spec.layers * layer_parameters(spec)

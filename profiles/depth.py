@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from profiles.description import ResolvedModel
 from profiles.line import carried
+from profiles.resolved import ResolvedModel
 from profiles.step import Measured
 
 COUNTED = (1, 2, 3)  # layers counted

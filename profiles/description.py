@@ -8,7 +8,6 @@ here, before anything is built.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
 from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
@@ -18,24 +17,9 @@ from profiles.hf_config import from_hf_config
 from profiles.models.spec_fields import Strict, load_fields
 from profiles.models.transformer import ACTIVATIONS, TransformerSpec
 from profiles.models.vision import RESNET_BLOCKS, CnnSpec, EfficientNetSpec, ResNetSpec, ViTSpec
+from profiles.resolved import MAX_LAYERS, MAX_PARAMETERS, MAX_VOCAB, MAX_WIDTH, ResolvedModel
 
-MAX_PARAMETERS = 2e13
-MAX_LAYERS = 10_000
-MAX_WIDTH = 1_000_000
-MAX_VOCAB = 10_000_000
 FAMILIES = ("transformer", "resnet", "vit", "efficientnet", "cnn", "unet", "layers")
-
-
-@dataclass(frozen=True)
-class ResolvedModel:
-    """A buildable model: the family, its spec, and where it came from."""
-
-    family: str
-    spec: Any
-    name: str | None = None
-    source: str | None = None
-    notes: str | None = None
-    description: dict[str, Any] = field(default_factory=dict)
 
 
 def _pos(high: float, **kw: Any) -> fields.Integer:

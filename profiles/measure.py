@@ -23,8 +23,8 @@ from torch._C._profiler import _EventType
 from torch.profiler import ProfilerActivity, record_function
 from torch.profiler import profile as allocator_profile
 
+from profiles.models.runnable import Runnable
 from profiles.models.transformer import StepContext
-from profiles.runnable import Runnable
 from profiles.workload import Workload
 
 _STEP = "rightsize-measured-step"

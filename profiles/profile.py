@@ -22,11 +22,11 @@ from profiles.batch import Lines, line_key
 from profiles.build import build
 from profiles.counting import KERNELS_PER_TIME_STEP, KINDS, ProfileTimeout, Totals
 from profiles.depth import COUNTED, deeper, shallow, uniform_layers
-from profiles.description import ResolvedModel
 from profiles.errors import InvalidDescription, ProfileTooSlow
 from profiles.line import peaks_stay
 from profiles.lora import NF4_BYTES_PER_PARAMETER, apply_lora
-from profiles.runnable import Runnable
+from profiles.models.runnable import Runnable
+from profiles.resolved import ResolvedModel
 from profiles.step import Measured, inference, train_step
 from profiles.workload import Workload
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 import torch
 
 from profiles.counting import StepCounter, Totals
+from profiles.models.runnable import Runnable
 from profiles.models.transformer import StepContext
 from profiles.optimizers import update_cost
-from profiles.runnable import Runnable
 from profiles.workload import Workload
 
 

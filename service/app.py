@@ -17,18 +17,18 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from werkzeug.wrappers import Response
 
 from knowledge import load_knowledge
-from profiles.catalog import Catalog
+from profiles.model_catalog import Catalog
 from profiles.trace.stream import Limits
 from service import api, errors, jobs, metrics, security, web
 from service.cache import RedisCache, make_cache
 from service.compute import ComputePool, seen
 from service.config import load_settings
 from service.embedded_store import EmbeddedStore
-from service.engine.profiling import ProfileService
-from service.engine.service import EstimateService
-from service.engine.traces import Bounds, TraceService
-from service.layers import Layers
+from service.engine.estimating.on_request import EstimateService
+from service.engine.estimating.profiling import ProfileService
+from service.engine.estimating.traces import Bounds, TraceService
 from service.local_jobs import LocalJobs
+from service.overlays import Layers
 from service.prices import PriceFile
 from service.state import AppState, attach, state
 from service.submissions import Quotas, SubmissionStore

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from profiles.catalog import Catalog, CatalogEntry, fold
+from profiles.model_catalog import Catalog, CatalogEntry, fold
 from service.ask_phrases import RULES, Scan, place_rules, scan, stack_rules
 from service.engine.errors import InvalidRequest
 

@@ -16,7 +16,7 @@ from service.config import load_settings
 from service.keys import ROLES, KeyFile
 
 if TYPE_CHECKING:  # the engine (scikit-learn) is imported by the commands that use it
-    from service.engine.model import PerformanceModel
+    from service.engine.estimating.model import PerformanceModel
 
 
 @click.group()
@@ -90,8 +90,8 @@ _model_dir_option = click.option(
 
 def _performance_model(model_dir: Path | None) -> tuple[Knowledge, Path, PerformanceModel]:
     """The knowledge, the model cache directory, and the model built (or reused) there."""
-    from profiles.catalog import Catalog
-    from service.engine.model import build
+    from profiles.model_catalog import Catalog
+    from service.engine.estimating.model import build
 
     directory = model_dir or Path(load_settings()["RIGHTSIZE_MODEL_DIR"])
     with _progress("loading the knowledge ..."):
@@ -112,7 +112,7 @@ def _progress(label: str) -> Any:
 def train(model_dir: Path | None) -> None:
     """Build the performance model from knowledge/ into its cache (the service does this at
     start-up when the cache is missing or was made on other knowledge)."""
-    from service.engine.model import MODEL_VERSION
+    from service.engine.estimating.model import MODEL_VERSION
 
     kb, directory, model = _performance_model(model_dir)
     click.echo(
@@ -134,7 +134,7 @@ def retrain(model_dir: Path | None, run_validation: bool) -> None:
     running services switch to it without a restart. Stored rows that no longer check are
     skipped and listed; a refit that fails marks nothing (exit 1), the services keep their
     model."""
-    from profiles.catalog import Catalog
+    from profiles.model_catalog import Catalog
     from service.submissions import RetrainFailed, SubmissionStore, validate_layer
     from service.submissions import retrain as run_retrain
 
@@ -176,10 +176,10 @@ def retrain(model_dir: Path | None, run_validation: bool) -> None:
 )
 def benchmark_profiles(check: bool) -> None:
     """Profile the benchmarked workloads' steps (batch 1 and 2, each precision) and write
-    them into the package (service/engine/data/benchmark_profiles.json), so that the
+    them into the package (service/engine/estimating/data/benchmark_profiles.json), so that the
     service builds its model without profiling. Run after changing the profiler, the model
     catalog or the benchmarked workloads."""
-    from service.engine import shipped
+    from service.engine.estimating import shipped
 
     kb = load_knowledge()
     if check:
@@ -313,8 +313,8 @@ def profile(model: str, as_json: bool, time_limit: float, **options: Any) -> Non
     from marshmallow import ValidationError
 
     from profiles import ProfileError
-    from profiles.catalog import Catalog
     from profiles.description import resolve
+    from profiles.model_catalog import Catalog
     from profiles.profile import profile as run_profile
     from profiles.report import render
     from profiles.workload import WorkloadSchema
@@ -490,9 +490,9 @@ def validate(as_json: bool, model_dir: Path | None) -> None:
     report that GET /v1/validation serves."""
     import json
 
-    from profiles.catalog import Catalog
-    from service.engine.service import save_report
-    from service.engine.validation import validate as run_validation
+    from profiles.model_catalog import Catalog
+    from service.engine.estimating.on_request import save_report
+    from service.engine.validating.validation import validate as run_validation
 
     kb, directory, model = _performance_model(model_dir)
     with _progress("validating: held-out GPUs, time, architectures, memory (minutes) ..."):

@@ -61,11 +61,11 @@ from werkzeug.test import EnvironBuilder
 
 from profiles import interrupt
 from profiles.depth import expected_long
-from profiles.description import ResolvedModel
+from profiles.resolved import ResolvedModel
 from profiles.workload import Workload
 from service import connection
 from service.engine.errors import Abandoned, Busy, TooSlow
-from service.engine.profiling import count_here
+from service.engine.estimating.profiling import count_here
 from service.fair_line import LIGHT_S, FairLine, Full, Turn
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,7 @@
 """Procurement exports of a stored recommendation (the JSON of ``GET /v1/recommendations/{id}``):
 its candidates as CSV for a spreadsheet, and the bill of materials of its best-ranked on-premise
-candidate, priced by the cost engine (:func:`service.engine.cost.tco`), every figure with its
+candidate, priced by the cost engine (:func:`service.engine.deciding.cost.tco`), every figure
+with its
 source. The printable quote page that shows the bill is :mod:`service.quote`.
 
 Pure functions, no Flask. A spreadsheet reads a text cell starting with ``=``, ``+``, ``-`` or
@@ -19,7 +20,7 @@ from typing import Any
 
 from knowledge import Knowledge
 from knowledge.errors import KnowledgeError
-from service.engine import cost
+from service.engine.deciding import cost
 from service.engine.errors import EngineError
 from service.engine.requests import UsageAsked
 

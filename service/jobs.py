@@ -2,7 +2,7 @@
 
 ``submit`` stores a large trace upload in Redis and queues ``parse_trace_job``; an rq
 worker (``rightsize worker``) runs it, analysing the trace in a process of its own
-within its time and memory limits (:func:`service.engine.traces.ingest_file`), and
+within its time and memory limits (:func:`service.engine.estimating.traces.ingest_file`), and
 stores the analysis like a synchronous upload would. ``submit_retrain`` queues
 ``retrain_job``: the model fitted again on the curated and submitted benchmark rows
 (and, if asked, validated). A job reports its progress in its metadata, and a failed job
@@ -27,7 +27,7 @@ from rq.worker import BaseWorker
 
 from profiles.trace.stream import Limits, TraceFormatError
 from service.cache import RedisCache
-from service.engine.traces import Bounds, TraceOptions, ingest_file
+from service.engine.estimating.traces import Bounds, TraceOptions, ingest_file
 
 QUEUE = "rightsize"
 UPLOAD_TTL_S = 3600
@@ -187,7 +187,7 @@ def retrain_job(paths: dict[str, Any], validate: bool) -> dict[str, Any]:
     from pathlib import Path
 
     from knowledge import load_knowledge
-    from profiles.catalog import Catalog
+    from profiles.model_catalog import Catalog
     from service.submissions import RetrainFailed, SubmissionStore, retrain, validate_layer
 
     _progress("fitting")
@@ -219,8 +219,8 @@ def validate_job(paths: dict[str, Any]) -> dict[str, Any]:
     from pathlib import Path
 
     from knowledge import load_knowledge
-    from profiles.catalog import Catalog
-    from service.layers import knowledge_in_use
+    from profiles.model_catalog import Catalog
+    from service.overlays import knowledge_in_use
     from service.prices import PriceFile
     from service.submissions import SubmissionStore, validate_knowledge
 

@@ -4,7 +4,7 @@ whole or not at all, and laid over the curated prices by the running services.
 The file (``RIGHTSIZE_PRICES_FILE``, ``offer_prices.csv``'s columns) is replaced
 atomically (written beside, fsynced, renamed), with who refreshed it and when beside it;
 services see the new file by its modification time and switch to it once the model for
-the new knowledge version is built (:class:`service.layers.Layers`), never blocking
+the new knowledge version is built (:class:`service.overlays.Layers`), never blocking
 a request on it. Replicas share it as they share the keys file.
 """
 

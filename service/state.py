@@ -9,16 +9,16 @@ from flask import Flask, current_app
 from redis import Redis
 
 from knowledge import Knowledge
-from profiles.catalog import Catalog
+from profiles.model_catalog import Catalog
 from service.cache import Cache
-from service.engine.profiling import ProfileService
-from service.engine.service import EstimateService
-from service.engine.traces import TraceService
+from service.engine.estimating.on_request import EstimateService
+from service.engine.estimating.profiling import ProfileService
+from service.engine.estimating.traces import TraceService
 
 if TYPE_CHECKING:
     from service.compute import ComputePool
-    from service.layers import Layers
     from service.local_jobs import LocalJobs
+    from service.overlays import Layers
     from service.prices import PriceFile
     from service.submissions import SubmissionStore
 

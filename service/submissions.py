@@ -49,7 +49,7 @@ from typing import Any
 from knowledge import Knowledge, records
 from knowledge.row_bounds import RowBounds
 from knowledge.submitted import RowError, check_rows, layered
-from profiles.catalog import Catalog
+from profiles.model_catalog import Catalog
 from service.engine.owners import Reader
 from service.files import FULL, FileTooLarge, StoreFull, locked, read_bounded, write_atomically
 
@@ -415,7 +415,7 @@ def row_bounds(knowledge: Knowledge) -> RowBounds:
     """The bounds a submitted row is held to: the curated rows' and the benchmarked
     workloads' FLOPs from their shipped step profiles, kept with ``knowledge`` (every
     process reckons them alike, so that a retrain and the services skip the same rows)."""
-    from service.engine.observations import training_flops_per_unit  # profiles: torch
+    from service.engine.estimating.observations import training_flops_per_unit  # profiles: torch
 
     found = knowledge.derived.get(("row-bounds", "shipped"))
     if not isinstance(found, RowBounds):
@@ -430,7 +430,7 @@ def retrain(
     """Fit the model on the curated rows and every stored one that checks; mark it for the
     services. ``skipped`` lists the stored rows left out, and why. A fit that raises
     raises :class:`RetrainFailed` and marks nothing: the services keep their model."""
-    from service.engine.model import build  # scikit-learn: only where a model is fitted
+    from service.engine.estimating.model import build  # scikit-learn: only where a model is fitted
 
     rows, skipped = store.checked(base)
     knowledge = layered(base, rows)
@@ -461,9 +461,9 @@ def validate_layer(
 def validate_knowledge(knowledge: Knowledge, catalog: Catalog, model_dir: Path) -> dict[str, Any]:
     """Validate the model fitted on ``knowledge``; the report is kept for its version
     (``GET /v1/validation`` serves it while that model is in use). Returns the figures."""
-    from service.engine.model import build
-    from service.engine.service import save_report
-    from service.engine.validation import figures, validate
+    from service.engine.estimating.model import build
+    from service.engine.estimating.on_request import save_report
+    from service.engine.validating.validation import figures, validate
 
     report = validate(build(knowledge, catalog, model_dir), knowledge, catalog)
     save_report(model_dir, report)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from profiles.trace.stream import RATIO_FROM, Limits, StreamStats, TraceFormatError, chunks
-from service.engine.traces import TraceOptions, TraceService
+from service.engine.estimating.traces import TraceOptions, TraceService
 from service.files import FULL, StoreFull
 from service.local_jobs import Handler, JobFailed
 

@@ -61,9 +61,9 @@ SMOKE: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
 
 def own(description: dict[str, Any], fields: dict[str, Any], device: str) -> dict[str, int]:
     from profiles.build import build
-    from profiles.catalog import Catalog
     from profiles.description import resolve
     from profiles.measure import real_step_peak
+    from profiles.model_catalog import Catalog
     from profiles.profile import DTYPES
     from profiles.workload import WorkloadSchema
 

@@ -14,9 +14,9 @@ from typing import Any
 
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 
-from profiles.description import MAX_WIDTH
 from profiles.errors import InvalidDescription, LimitExceeded
 from profiles.models.spec_fields import IntOrList, Strict, load_fields
+from profiles.resolved import MAX_WIDTH
 
 MAX_ROWS = 10_000_000_000  # embedding rows (recommender tables run to 10^8 and beyond)
 MAX_SPAN = 10_000  # kernel, stride, dilation, padding

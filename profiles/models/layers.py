@@ -35,14 +35,14 @@ import torch
 from marshmallow import fields, validate
 from torch import nn
 
-from profiles.description import MAX_LAYERS, MAX_PARAMETERS, MAX_WIDTH, ResolvedModel
 from profiles.errors import InvalidDescription, LimitExceeded
 from profiles.models import layer_modules as lm
 from profiles.models.layer_schema import CONTAINERS, check_layer_count, load_layers
 from profiles.models.layer_shapes import expect, leaf_module, leaf_parameters, shape_text
+from profiles.models.runnable import Runnable
 from profiles.models.spec_fields import Strict, load_fields
 from profiles.models.transformer import StepContext
-from profiles.runnable import Runnable
+from profiles.resolved import MAX_LAYERS, MAX_PARAMETERS, MAX_WIDTH, ResolvedModel
 from profiles.workload import Workload
 
 META = torch.device("meta")

@@ -12,11 +12,11 @@ from typing import Any
 
 import torch
 
-from profiles.description import MAX_PARAMETERS, ResolvedModel
 from profiles.errors import InvalidDescription, LimitExceeded
 from profiles.models.layers import build_layers, resolve_layers
+from profiles.models.runnable import Runnable
 from profiles.models.unet import UNetSpec, build_unet, unet_spec
-from profiles.runnable import Runnable
+from profiles.resolved import MAX_PARAMETERS, ResolvedModel
 
 SPECIAL_BUILDERS: dict[str, Callable[[Any, torch.dtype], Runnable]] = {
     "unet": build_unet,

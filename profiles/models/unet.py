@@ -24,9 +24,9 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from profiles.errors import InvalidDescription
+from profiles.models.runnable import Runnable
 from profiles.models.spec_fields import IntOrList, Strict, load_fields
 from profiles.models.transformer import StepContext
-from profiles.runnable import Runnable
 from profiles.workload import Workload
 
 META = torch.device("meta")

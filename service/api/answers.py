@@ -21,8 +21,8 @@ from marshmallow import Schema
 from profiles.profile import PROFILER_VERSION
 from service.api.base import schema_instance
 from service.cache import MemoryCache
-from service.engine.model import MODEL_VERSION
-from service.engine.service import EstimateService
+from service.engine.estimating.model import MODEL_VERSION
+from service.engine.estimating.on_request import EstimateService
 from service.state import state
 
 F = TypeVar("F", bound=Callable[..., Any])

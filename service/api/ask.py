@@ -14,7 +14,7 @@ from profiles.errors import InvalidDescription
 from service.api.base import Blueprint, schema_instance
 from service.api.recommendations import RecommendationRequestSchema, RecommendationSchema, answer
 from service.ask import Clouds, NoModelNamed, Reading, read_question
-from service.engine import rank
+from service.engine.deciding import rank
 from service.engine.errors import InvalidRequest
 from service.engine.requests import RecommendationRequest
 from service.errors import InvalidInput

@@ -18,9 +18,9 @@ from service.api.lookups import gpu_filter
 from service.api.plans import LayoutSchema, layout_options
 from service.api.profiles import MemorySchema, model_field
 from service.api.traces import must_read
+from service.engine.estimating.on_request import EstimateService
 from service.engine.owners import Reader
-from service.engine.plans import body_stack, layout_estimate, serving_estimate
-from service.engine.service import EstimateService
+from service.engine.planning.plans import body_stack, layout_estimate, serving_estimate
 from service.errors import InvalidInput, NotFound
 from service.security import reader
 from service.state import estimates_for, state

@@ -16,9 +16,9 @@ from service.api.base import Blueprint, StrictBoolean
 from service.api.constraints import OneSource
 from service.api.lookups import gpu_filter
 from service.api.profiles import model_field
-from service.engine.layout import CHECKPOINTING, OFFLOAD
-from service.engine.parallel import WEIGHT_PRECISIONS
-from service.engine.plans import plan_request
+from service.engine.estimating.layout import CHECKPOINTING, OFFLOAD
+from service.engine.planning.parallel import WEIGHT_PRECISIONS
+from service.engine.planning.plans import plan_request
 from service.state import estimates_for, state
 
 blp = Blueprint("plans", __name__, url_prefix="/v1", description="Parallel layouts")

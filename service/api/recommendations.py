@@ -32,7 +32,7 @@ from service.api.recommendation_schemas import (
     TcoUsageSchema,
 )
 from service.api.traces import must_read
-from service.engine import cost, rank
+from service.engine.deciding import cost, rank
 from service.engine.errors import NotFound
 from service.engine.requests import Constraints, RecommendationRequest, UsageAsked
 from service.engine.rules import SYMBOLS, rulebook

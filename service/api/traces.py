@@ -17,7 +17,7 @@ from profiles.trace.stream import TraceFormatError
 from service import jobs
 from service.api.base import Blueprint
 from service.api.jobs import JobAcceptedSchema, accepted
-from service.engine.traces import TraceOptions
+from service.engine.estimating.traces import TraceOptions
 from service.errors import ApiError, InvalidInput, NotFound, PayloadTooLarge, TooManyRequests
 from service.local_jobs import OwnerBusy
 from service.security import caller, reader
@@ -143,6 +143,8 @@ def _upload() -> Upload:
         return Upload.read(stream, limit, traces.bounds.inline_bytes)
     except TraceFormatError as exc:
         raise format_problem(exc) from None
+    finally:  # werkzeug spools a large form field to a file of its own: closed once copied
+        stream.close()
 
 
 def _options(args: dict[str, Any]) -> TraceOptions:

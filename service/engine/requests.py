@@ -26,7 +26,8 @@ class Constraints:
 
 @dataclass(frozen=True)
 class UsageAsked:
-    """How much the GPUs are used, as asked (see :func:`service.engine.cost.usage_from`)."""
+    """How much the GPUs are used, as asked (see
+    :func:`service.engine.deciding.cost.usage_from`)."""
 
     gpu_hours_per_month: float | None = None
     runs_per_month: float | None = None

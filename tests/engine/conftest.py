@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from knowledge import Knowledge
-from profiles.catalog import Catalog
+from profiles.model_catalog import Catalog
 from service.config import load_settings
-from service.engine.model import PerformanceModel, build
+from service.engine.estimating.model import PerformanceModel, build
 
 
 @pytest.fixture(scope="session")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from knowledge import Knowledge
-from service.engine import cost
-from service.engine.cost import Usage
+from service.engine.deciding import cost
+from service.engine.deciding.cost import Usage
 from service.engine.errors import InvalidRequest
 from service.engine.requests import UsageAsked
 

@@ -10,16 +10,17 @@ import pytest
 
 from knowledge import Knowledge
 from knowledge.records import Gpu
-from profiles.catalog import Catalog
 from profiles.description import resolve
+from profiles.model_catalog import Catalog
 from profiles.profile import profile
 from profiles.workload import WorkloadSchema
-from service.engine import step_model
 from service.engine.errors import EngineError, UnsupportedPrecision
-from service.engine.estimate import Estimate, EstimateRequest, InputCeiling, estimate
-from service.engine.model import PerformanceModel
-from service.engine.roofline import usable_precisions
-from service.engine.step_profile import StepProfile
+from service.engine.estimating import step_model
+from service.engine.estimating.ceiling import InputCeiling
+from service.engine.estimating.estimate import Estimate, EstimateRequest, estimate
+from service.engine.estimating.model import PerformanceModel
+from service.engine.estimating.roofline import usable_precisions
+from service.engine.estimating.step_profile import StepProfile
 
 BOUNDS = {"compute", "memory_bandwidth", "kernel_launches", "host", "communication", "input"}
 

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from knowledge import Knowledge
-from profiles.catalog import Catalog
-from service.engine import inference_validation as iv
-from service.engine.llm_validation import catalog_source
+from profiles.model_catalog import Catalog
+from service.engine.validating import inference_validation as iv
+from service.engine.validating.llm_validation import catalog_source
 
 pytestmark = pytest.mark.slow  # refits: MLPerf Inference, each GPU held out
 

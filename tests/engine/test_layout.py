@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from profiles.catalog import Catalog
 from profiles.description import resolve
+from profiles.model_catalog import Catalog
 from profiles.profile import CONTEXT_BYTES, Memory, profile
 from profiles.workload import WorkloadSchema
-from service.engine.layout import (
+from service.engine.estimating.layout import (
     LAYER_TOTAL,
     Layout,
     LayoutError,

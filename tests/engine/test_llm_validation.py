@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 
 from knowledge import Knowledge
-from profiles.catalog import Catalog
 from profiles.description import resolve
+from profiles.model_catalog import Catalog
 from profiles.profile import profile
 from profiles.workload import WorkloadSchema
-from service.engine import llm_validation as lv
-from service.engine.estimate import USABLE_MEMORY_SHARE
-from service.engine.layout import Layout, memory_per_gpu
-from service.engine.model import PerformanceModel
-from service.engine.parallel import OPTIMIZED
+from service.engine.estimating.estimate import USABLE_MEMORY_SHARE
+from service.engine.estimating.layout import Layout, memory_per_gpu
+from service.engine.estimating.model import PerformanceModel
+from service.engine.planning.parallel import OPTIMIZED
+from service.engine.validating import llm_validation as lv
 
 pytestmark = pytest.mark.slow  # refits: the LLM rows
 

@@ -11,11 +11,11 @@ import pytest
 
 from knowledge import Knowledge, load_knowledge
 from knowledge.loader import default_root
-from profiles.catalog import Catalog
-from service.engine import model as model_module
-from service.engine import observations
-from service.engine.model import MODEL_VERSION, PerformanceModel, build
-from service.engine.observations import read_json
+from profiles.model_catalog import Catalog
+from service.engine.estimating import model as model_module
+from service.engine.estimating import observations
+from service.engine.estimating.model import MODEL_VERSION, PerformanceModel, build
+from service.engine.estimating.observations import read_json
 
 ROW = "lambda-v0,bert-base-squad,A100 40GB PCIe,1,,fp16,88,88,289,"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from knowledge import Knowledge
-from service.engine import operators as ops
+from service.engine.validating import operators as ops
 
 pytestmark = pytest.mark.slow  # refits: the operators, each GPU held out
 

@@ -9,16 +9,20 @@ from typing import Any
 import pytest
 
 from knowledge import Knowledge
-from profiles.catalog import Catalog
 from profiles.description import resolve
+from profiles.model_catalog import Catalog
 from profiles.profile import profile
 from profiles.workload import WorkloadSchema
-from service.engine import scaling
 from service.engine.errors import InvalidRequest
-from service.engine.estimate import USABLE_MEMORY_SHARE
-from service.engine.layout import Layout, ModelShape
-from service.engine.model import PerformanceModel
-from service.engine.parallel import (
+from service.engine.estimating import scaling
+from service.engine.estimating.estimate import USABLE_MEMORY_SHARE
+from service.engine.estimating.layout import Layout, ModelShape
+from service.engine.estimating.model import PerformanceModel
+from service.engine.estimating.roofline import math_mode
+from service.engine.estimating.scaling import DEFAULT
+from service.engine.estimating.software import LOSS_BYTES, LOSS_SHARE, OPTIMIZED, Stack, as_stack
+from service.engine.estimating.step_profile import StepProfile
+from service.engine.planning.parallel import (
     OVERLAP_SLOWDOWN,
     LayoutStep,
     fastest_fitting,
@@ -31,10 +35,6 @@ from service.engine.parallel import (
     stacked,
     work,
 )
-from service.engine.roofline import math_mode
-from service.engine.scaling import DEFAULT
-from service.engine.stacks import LOSS_BYTES, LOSS_SHARE, OPTIMIZED, Stack, as_stack
-from service.engine.step_profile import StepProfile
 
 
 @pytest.fixture(scope="module")
@@ -253,8 +253,9 @@ def test_a_stack_is_planned_and_advised_only_on_the_layouts_it_runs(
     """Transformers' Trainer splits data only: its sized layouts over 8 GPUs are all data
     parallel, torchtitan's include tensor parallel ones; on a tensor-parallel layout the
     switch-stack advice names only a stack that runs it."""
-    from service.engine import stack_advice, stacks
-    from service.engine.parallel import unsupported
+    from service.engine.deciding import stack_advice
+    from service.engine.estimating import software as stacks
+    from service.engine.planning.parallel import unsupported
 
     found = StepProfile.from_profile(llama8b)
     shape = ModelShape.from_profile(llama8b)

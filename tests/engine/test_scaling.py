@@ -7,9 +7,9 @@ import math
 import pytest
 
 from knowledge import Knowledge
-from service.engine import scaling
-from service.engine.model import PerformanceModel
-from service.engine.scaling import DEFAULT, Link, Params, data_parallel, link_for
+from service.engine.estimating import scaling
+from service.engine.estimating.model import PerformanceModel
+from service.engine.estimating.scaling import DEFAULT, Link, Params, data_parallel, link_for
 
 
 @pytest.mark.parametrize(

@@ -19,13 +19,13 @@ import yaml
 from flask import Flask
 from marshmallow import ValidationError
 
-from profiles.catalog import Catalog
+from profiles.model_catalog import Catalog
 from service import create_app
 from service.api.recommendations import RecommendationRequestSchema
-from service.engine import rank
-from service.engine.model import PerformanceModel
+from service.engine.deciding import rank
+from service.engine.estimating.model import PerformanceModel
+from service.engine.estimating.on_request import EstimateService
 from service.engine.requests import RecommendationRequest
-from service.engine.service import EstimateService
 from service.state import state
 
 SCENARIOS_FILE = Path(__file__).with_name("scenarios.yaml")

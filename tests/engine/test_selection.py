@@ -16,14 +16,14 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from knowledge import Knowledge
-from profiles.catalog import Catalog
-from service.engine import inference_validation as iv
-from service.engine import llm_validation as lv
-from service.engine import operators as ops
-from service.engine import training_validation as tv
-from service.engine import validation
-from service.engine.model import PerformanceModel
-from service.engine.selection import (
+from profiles.model_catalog import Catalog
+from service.engine.estimating.model import PerformanceModel
+from service.engine.validating import inference_validation as iv
+from service.engine.validating import llm_validation as lv
+from service.engine.validating import operators as ops
+from service.engine.validating import training_validation as tv
+from service.engine.validating import validation
+from service.engine.validating.selection import (
     CaseEstimator,
     after_cut,
     error_summary,

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from knowledge import Knowledge
-from profiles.catalog import Catalog
-from service.engine import shipped
+from profiles.model_catalog import Catalog
+from service.engine.estimating import shipped
 
 pytestmark = pytest.mark.slow  # every benchmarked workload profiled again
 

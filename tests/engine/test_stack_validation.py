@@ -1,5 +1,5 @@
 """The named stacks against their maintainers' published runs, each publication left out of
-the fit (knowledge/data/stack_runs/*.yaml; service/engine/stack_validation.py)."""
+the fit (knowledge/data/stack_runs/*.yaml; service/engine/validating/stack_validation.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from knowledge import Knowledge
-from service.engine import llm_validation as lv
-from service.engine import stack_validation as sv
-from service.engine.model import PerformanceModel
+from service.engine.estimating.model import PerformanceModel
+from service.engine.validating import llm_validation as lv
+from service.engine.validating import stack_validation as sv
 
 pytestmark = pytest.mark.slow  # refits: every stack's publications left out
 

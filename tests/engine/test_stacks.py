@@ -17,8 +17,8 @@ from knowledge.loader import default_root
 from knowledge.stack_schemas import PROPERTIES, property_error
 from profiles.measure import allocator_peak
 from profiles.profile import Memory
-from service.engine import stacks
 from service.engine.errors import InvalidRequest
+from service.engine.estimating import software as stacks
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from knowledge import Knowledge
 from service import create_app
 from service.cli import main
-from service.engine.model import MODEL_VERSION, PerformanceModel
+from service.engine.estimating.model import MODEL_VERSION, PerformanceModel
 
 pytestmark = pytest.mark.slow  # subprocesses: the service starting
 
@@ -70,7 +70,7 @@ def test_warm_reports_a_failed_build(cache_copy: Path, monkeypatch: Any) -> None
     def broken(*_: Any) -> PerformanceModel:
         raise OSError("disk full")
 
-    monkeypatch.setattr("service.engine.service.build", broken)
+    monkeypatch.setattr("service.engine.estimating.on_request.build", broken)
     estimates = app.extensions["rightsize"].estimates
     estimates.warm().join(timeout=60)
     status = app.test_client().get("/readyz").get_json()["performance_model"]

@@ -9,10 +9,10 @@ import pytest
 
 from knowledge import Knowledge
 from profiles.profile import Memory
-from service.engine import step_model
-from service.engine.roofline import OpMix, math_mode, resource_times
-from service.engine.step_model import FitRow
-from service.engine.step_profile import StepProfile
+from service.engine.estimating import step_model
+from service.engine.estimating.roofline import OpMix, math_mode, resource_times
+from service.engine.estimating.step_model import FitRow
+from service.engine.estimating.step_profile import StepProfile
 
 GPUS = ("v100-sxm2-16gb", "rtx-3090", "a100-sxm4-80gb", "rtx-a6000", "a10", "titan-rtx")
 

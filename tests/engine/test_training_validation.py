@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from knowledge import Knowledge
-from profiles.catalog import Catalog
-from service.engine import training_validation as tv
-from service.engine.llm_validation import catalog_source
+from profiles.model_catalog import Catalog
+from service.engine.validating import training_validation as tv
+from service.engine.validating.llm_validation import catalog_source
 
 pytestmark = pytest.mark.slow  # refits: MLPerf Training, each GPU held out
 

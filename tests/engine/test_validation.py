@@ -13,9 +13,15 @@ from flask.testing import FlaskClient
 from knowledge import Knowledge
 from service import create_app
 from service.cli import main
-from service.engine import validation
-from service.engine.model import PerformanceModel
-from service.engine.validation import Prediction, coverage, predict, rank_agreement, summary
+from service.engine.estimating.model import PerformanceModel
+from service.engine.validating import validation
+from service.engine.validating.validation import (
+    Prediction,
+    coverage,
+    predict,
+    rank_agreement,
+    summary,
+)
 
 pytestmark = pytest.mark.slow  # refits: every held-out split
 

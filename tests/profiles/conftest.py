@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from profiles import profile as profile_module
-from profiles.catalog import Catalog
 from profiles.description import resolve
+from profiles.model_catalog import Catalog
 from profiles.profile import Profile, profile
 from profiles.workload import WorkloadSchema
 

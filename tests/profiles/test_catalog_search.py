@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from profiles.catalog import Catalog, CatalogError, fold
+from profiles.model_catalog import Catalog, CatalogError, fold
 
 DATA = Path(__file__).resolve().parents[2] / "profiles" / "data"
 

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
-from profiles.catalog import Catalog
 from profiles.closed_form import parameters, training_flops
+from profiles.model_catalog import Catalog
 from profiles.profile import Profile
 
 Run = Callable[..., Profile]

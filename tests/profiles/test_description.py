@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from profiles.catalog import Catalog
 from profiles.description import resolve
 from profiles.errors import InvalidDescription, LimitExceeded, UnknownModel, UnsupportedModelType
+from profiles.model_catalog import Catalog
 from profiles.profile import Profile, profile_id
 from profiles.workload import WorkloadSchema
 from tests.profiles.conftest import hf_config

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 
 from profiles import interrupt
-from profiles.catalog import Catalog
 from profiles.description import resolve
 from profiles.errors import ProfileTooSlow
+from profiles.model_catalog import Catalog
 from profiles.profile import profile
 from profiles.workload import WorkloadSchema
 

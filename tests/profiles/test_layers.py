@@ -11,10 +11,10 @@ import torch
 import yaml
 from torch import nn
 
-from profiles.catalog import Catalog
 from profiles.counting import StepCounter
 from profiles.description import resolve_family
 from profiles.errors import InvalidDescription, LimitExceeded
+from profiles.model_catalog import Catalog
 from profiles.models.layers import build_layers, parameters_of
 from profiles.profile import Profile
 

@@ -16,9 +16,9 @@ import pytest
 import torch
 
 from profiles.build import build
-from profiles.catalog import Catalog
 from profiles.description import resolve
 from profiles.measure import real_step_peak
+from profiles.model_catalog import Catalog
 from profiles.profile import DTYPES, Memory, profile
 from profiles.workload import Workload, WorkloadSchema
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from profiles.catalog import Catalog
+from profiles.model_catalog import Catalog
 from profiles.profile import Profile
 
 Run = Callable[..., Profile]

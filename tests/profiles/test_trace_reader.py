@@ -207,7 +207,7 @@ class TestRealTraces:
         knowledge,  # type: ignore[no-untyped-def]
     ) -> None:
         from profiles.trace.read import analysis_dict
-        from service.engine.projection import project
+        from service.engine.estimating.projection import project
 
         folder = shared_data / "hta-kineto-traces"
         with (folder / "recsys_train_V100-SXM2-16GB_rank1_of2.json.gz").open("rb") as handle:

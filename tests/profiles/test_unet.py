@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import torch
 
-from profiles.catalog import Catalog
 from profiles.description import resolve_family
 from profiles.errors import InvalidDescription
+from profiles.model_catalog import Catalog
 from profiles.models.unet import build_unet, unet_spec
 from profiles.profile import Profile
 

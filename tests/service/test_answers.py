@@ -76,7 +76,7 @@ def test_catalog_reads_are_memoised_by_path_and_query(client: FlaskClient) -> No
 def test_recommendations_that_differ_in_constraints_share_the_layout_search(
     client: FlaskClient,
 ) -> None:
-    from service.engine import rank
+    from service.engine.deciding import rank
 
     rank._runs.clear()
     body = {

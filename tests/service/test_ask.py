@@ -14,11 +14,11 @@ from flask.testing import FlaskClient
 from marshmallow import ValidationError
 
 from knowledge import Knowledge
-from profiles.catalog import Catalog
+from profiles.model_catalog import Catalog
 from service.api.base import schema_instance
 from service.api.recommendations import RecommendationRequestSchema
 from service.ask import Clouds, NoModelNamed, Reading, read_question
-from service.engine import rank
+from service.engine.deciding import rank
 from tests.service.helpers import fields_in, problem
 
 

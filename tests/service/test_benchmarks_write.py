@@ -12,9 +12,9 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from knowledge.submitted import submitted_count
-from profiles.catalog import Catalog
+from profiles.model_catalog import Catalog
 from service import create_app, jobs
-from service.engine.service import save_report
+from service.engine.estimating.on_request import save_report
 from service.keys import KeyFile
 from service.submissions import SubmissionStore, retrain
 from tests.conftest import KEYS_FILE, WRITE_KEY, with_key

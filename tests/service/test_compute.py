@@ -17,12 +17,12 @@ import pytest
 from flask import Flask
 from werkzeug.test import TestResponse
 
-from profiles.catalog import Catalog
 from profiles.description import resolve
+from profiles.model_catalog import Catalog
 from profiles.workload import WorkloadSchema
 from service import compute, create_app
 from service.compute import ComputePool
-from service.engine import rank
+from service.engine.deciding import rank
 from service.engine.errors import TooSlow
 from service.front.bridge import lower_priority
 from service.state import state

@@ -16,7 +16,7 @@ from flask.testing import FlaskClient
 from openapi_schema_validator import OAS30Validator
 
 from profiles.workload import TASK_FIELDS, WorkloadSchema
-from service.engine import cost
+from service.engine.deciding import cost
 from tests.service.helpers import fields_in, problem
 
 SPEC = yaml.safe_load((Path(__file__).resolve().parents[2] / "openapi.yaml").read_text("utf-8"))

@@ -7,7 +7,7 @@ from urllib.parse import quote
 import pytest
 from flask.testing import FlaskClient
 
-from profiles.catalog import Catalog
+from profiles.model_catalog import Catalog
 from tests.service.helpers import fields_in, get_json, problem
 
 

@@ -10,10 +10,10 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from knowledge import Knowledge
-from service.engine.layout import Layout, ModelShape
-from service.engine.parallel import layout_step, model_flops, network, work
-from service.engine.roofline import math_mode
-from service.engine.step_profile import StepProfile
+from service.engine.estimating.layout import Layout, ModelShape
+from service.engine.estimating.roofline import math_mode
+from service.engine.estimating.step_profile import StepProfile
+from service.engine.planning.parallel import layout_step, model_flops, network, work
 
 GIB = 2**30
 LLAMA_70B_TRAINING = {
@@ -120,8 +120,8 @@ def test_the_same_8_gpu_layout_is_slower_on_pcie_than_on_nvswitch_by_what_the_mo
     assert slow["bound"] == "tensor_parallel_communication"
 
     # the same ratio from the layout model directly
-    from profiles.catalog import Catalog
     from profiles.description import resolve
+    from profiles.model_catalog import Catalog
     from profiles.profile import profile
     from profiles.workload import WorkloadSchema
     from service.state import state

@@ -22,12 +22,12 @@ from knowledge import Knowledge
 from knowledge.loader import default_root
 from knowledge.row_bounds import KIND, RowBounds
 from knowledge.submitted import curated_bounds
-from profiles.catalog import Catalog
+from profiles.model_catalog import Catalog
 from service import create_app, jobs
 from service.cli import main
 from service.config import load_settings
 from service.keys import KeyFile
-from service.layers import trained_knowledge
+from service.overlays import trained_knowledge
 from service.submissions import RetrainFailed, SubmissionStore, retrain, row_bounds
 from tests.conftest import KEYS_FILE, with_key
 from tests.service.helpers import fields_in, get_json, problem
