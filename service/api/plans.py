@@ -17,8 +17,8 @@ from service.api.constraints import OneSource
 from service.api.lookups import gpu_filter
 from service.api.profiles import model_field
 from service.engine.estimating.layout import CHECKPOINTING, OFFLOAD
-from service.engine.planning.parallel import WEIGHT_PRECISIONS
 from service.engine.planning.plans import plan_request
+from service.engine.planning.serving import WEIGHT_PRECISIONS
 from service.state import estimates_for, state
 
 blp = Blueprint("plans", __name__, url_prefix="/v1", description="Parallel layouts")

@@ -17,7 +17,7 @@ from profiles.workload import WorkloadSchema
 from service.engine.estimating.estimate import USABLE_MEMORY_SHARE
 from service.engine.estimating.layout import Layout, memory_per_gpu
 from service.engine.estimating.model import PerformanceModel
-from service.engine.planning.parallel import OPTIMIZED
+from service.engine.estimating.software import OPTIMIZED
 from service.engine.validating import llm_validation as lv
 
 pytestmark = pytest.mark.slow  # refits: the LLM rows

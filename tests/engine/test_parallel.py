@@ -20,21 +20,20 @@ from service.engine.estimating.layout import Layout, ModelShape
 from service.engine.estimating.model import PerformanceModel
 from service.engine.estimating.roofline import math_mode
 from service.engine.estimating.scaling import DEFAULT
-from service.engine.estimating.software import LOSS_BYTES, LOSS_SHARE, OPTIMIZED, Stack, as_stack
-from service.engine.estimating.step_profile import StepProfile
-from service.engine.planning.parallel import (
-    OVERLAP_SLOWDOWN,
-    LayoutStep,
-    fastest_fitting,
-    layout_step,
-    model_flops,
+from service.engine.estimating.software import (
+    LOSS_BYTES,
+    LOSS_SHARE,
+    OPTIMIZED,
+    Stack,
+    as_stack,
     native_attention,
-    network,
-    planned_at,
-    sized_at,
-    stacked,
-    work,
 )
+from service.engine.estimating.step_profile import StepProfile
+from service.engine.planning.collectives import OVERLAP_SLOWDOWN
+from service.engine.planning.network import network
+from service.engine.planning.search import fastest_fitting, planned_at, sized_at
+from service.engine.planning.step_time import LayoutStep, layout_step
+from service.engine.planning.work import model_flops, stacked, work
 
 
 @pytest.fixture(scope="module")
@@ -255,7 +254,7 @@ def test_a_stack_is_planned_and_advised_only_on_the_layouts_it_runs(
     switch-stack advice names only a stack that runs it."""
     from service.engine.deciding import stack_advice
     from service.engine.estimating import software as stacks
-    from service.engine.planning.parallel import unsupported
+    from service.engine.planning.search import unsupported
 
     found = StepProfile.from_profile(llama8b)
     shape = ModelShape.from_profile(llama8b)

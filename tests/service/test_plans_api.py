@@ -13,7 +13,9 @@ from knowledge import Knowledge
 from service.engine.estimating.layout import Layout, ModelShape
 from service.engine.estimating.roofline import math_mode
 from service.engine.estimating.step_profile import StepProfile
-from service.engine.planning.parallel import layout_step, model_flops, network, work
+from service.engine.planning.network import network
+from service.engine.planning.step_time import layout_step
+from service.engine.planning.work import model_flops, work
 
 GIB = 2**30
 LLAMA_70B_TRAINING = {

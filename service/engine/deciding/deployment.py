@@ -13,7 +13,7 @@ HGX board) taken as one or more servers. Its topology comes from the knowledge:
   connection); between owned servers, the design's fabric (``server_designs.yaml``), the GPU
   generation's reference InfiniBand (one port per GPU) for HGX boards.
 
-A deployment's :class:`Site` carries the :class:`~service.engine.planning.parallel.Network` the
+A deployment's :class:`Site` carries the :class:`~service.engine.planning.network.Network` the
 planner times layouts on, so a data-parallel job over 10 Gb/s pays its gradients at 10 Gb/s,
 and a layout that splits layers over instances is never planned (tensor parallelism stays
 inside ``gpus_per_node``).
@@ -29,7 +29,7 @@ from knowledge import Knowledge
 from knowledge.records import Gpu, Offer
 from service.engine.deciding import cost
 from service.engine.estimating import scaling
-from service.engine.planning.parallel import Network
+from service.engine.planning.network import Network
 
 # One message's latency between instances, by the network's kind (microseconds): RDMA
 # fabrics a few microseconds (InfiniBand ~1, RoCE ~2-5); AWS's SRD-based EFA ~15 (AWS,

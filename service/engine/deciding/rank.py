@@ -2,7 +2,7 @@
 explained by the rules (:mod:`service.engine.rules`) and ranked by the buyer's objective.
 
 A candidate is one GPU type at a count with the planner's fastest layout there
-(:func:`service.engine.planning.parallel.planned_at`), run either on-premise (bought, costed by
+(:func:`service.engine.planning.search.planned_at`), run either on-premise (bought, costed by
 :mod:`service.engine.deciding.cost`) or as a cloud offer. Its "work" is one job when the workload
 gives a dataset (``dataset_samples`` or ``dataset_tokens`` and ``epochs``), else a million
 samples. Objectives:
@@ -43,19 +43,12 @@ from service.engine.estimating.roofline import MathMode, math_mode
 from service.engine.estimating.software import Stack
 from service.engine.estimating.step_profile import StepProfile
 from service.engine.owners import NOBODY, Reader
-from service.engine.planning.parallel import (
-    Network,
-    Parts,
-    Planned,
-    fastest_fitting,
-    layout_inference,
-    network,
-    sized_at,
-    stacked,
-    tensor_degrees,
-    work,
-)
+from service.engine.planning.network import Network, network
 from service.engine.planning.plans import served_alone
+from service.engine.planning.search import Planned, fastest_fitting, sized_at
+from service.engine.planning.serving import layout_inference, tensor_degrees
+from service.engine.planning.step_time import Parts
+from service.engine.planning.work import stacked, work
 from service.engine.requests import Constraints, RecommendationRequest, UsageAsked
 from service.engine.rules import Fired, RuleBook, rulebook
 

@@ -13,7 +13,9 @@ from service.engine.estimating.layout import Layout, ModelShape
 from service.engine.estimating.roofline import math_mode
 from service.engine.estimating.step_model import StepModel
 from service.engine.estimating.step_profile import StepProfile
-from service.engine.planning.parallel import Network, plan_layout, stacked, unsupported, work
+from service.engine.planning.network import Network
+from service.engine.planning.search import plan_layout, unsupported
+from service.engine.planning.work import stacked, work
 
 # a stack is worth naming when it runs the same job this much faster
 WORTH = 1.15

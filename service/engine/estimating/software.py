@@ -6,7 +6,7 @@ the engine computes with:
 
 - its kernels pick the compute model: ``step-model`` is stock PyTorch as the step model
   fitted on Lambda's benchmarks times it (any model); ``eager``, ``compiled`` and ``fused``
-  time a transformer's step from its FLOPs and bytes (:func:`service.engine.planning.parallel.work`)
+  time a transformer's step from its FLOPs and bytes (:func:`service.engine.planning.work.work`)
   with the stack's constants: the share of the dense peak its GEMMs reach, attention's rate
   over the GEMMs', the share of eager PyTorch's memory traffic left after fusion, and the
   training loop's host time per step;

@@ -28,18 +28,10 @@ from service.engine.estimating.layout import (
 from service.engine.estimating.on_request import EstimateService
 from service.engine.estimating.roofline import MathMode, math_mode
 from service.engine.estimating.step_profile import StepProfile
-from service.engine.planning.parallel import (
-    Network,
-    Planned,
-    layout_inference,
-    network,
-    plan,
-    plan_layout,
-    stacked,
-    tensor_degrees,
-    unsupported,
-    work,
-)
+from service.engine.planning.network import Network, network
+from service.engine.planning.search import Planned, plan, plan_layout, unsupported
+from service.engine.planning.serving import layout_inference, tensor_degrees
+from service.engine.planning.work import stacked, work
 
 # the links a plan compares its best layout on: inside a node, then between nodes
 INTRA_ALTERNATIVES = ("pcie-4-x16", "pcie-5-x16")

@@ -34,22 +34,13 @@ from service.engine.estimating import software as stacks
 from service.engine.estimating.estimate import USABLE_MEMORY_SHARE
 from service.engine.estimating.layout import Layout, ModelShape
 from service.engine.estimating.roofline import MathMode, math_mode, usable_precisions
+from service.engine.estimating.software import EIGHT_BIT, OPTIMIZED
 from service.engine.estimating.step_model import StepModel
 from service.engine.estimating.step_profile import StepProfile
-from service.engine.planning.parallel import (
-    EIGHT_BIT,
-    OPTIMIZED,
-    LayoutStep,
-    Network,
-    OptimizedStack,
-    Planned,
-    layout_step,
-    model_flops,
-    network,
-    planned_at,
-    stacked,
-    work,
-)
+from service.engine.planning.network import Network, network
+from service.engine.planning.search import Planned, planned_at
+from service.engine.planning.step_time import LayoutStep, layout_step
+from service.engine.planning.work import OptimizedStack, model_flops, stacked, work
 from service.engine.validating import inference_validation, operators, training_validation
 from service.engine.validating.selection import (
     CaseEstimator,

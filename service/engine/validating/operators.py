@@ -6,7 +6,7 @@ their columns over ``t``, the output and down projections their inner dimension)
 rest stream their inputs and outputs once (embedding gather, RMSNorm, RoPE, SiLU-and-
 multiply, residual add). An operator's time is a fixed cost per kernel plus the larger of
 its GEMM time (the dense 16-bit tensor peak x an efficiency x the share of SMs its output
-tiles keep busy, see :func:`~service.engine.planning.parallel.busy_share`) and its bytes at a
+tiles keep busy, see :func:`~service.engine.planning.work.busy_share`) and its bytes at a
 share of the DRAM bandwidth. The constants (one set for the GEMMs, one for each memory-
 bound kernel) are fitted on measured GPUs (:func:`fit`); :func:`held_out_gpu` predicts
 each GPU from the others (scikit-learn's ``LeaveOneGroupOut`` over the GPUs, the fit
@@ -25,7 +25,7 @@ import numpy as np
 from knowledge import Knowledge
 from knowledge.records import Benchmark, Gpu
 from service.engine.estimating.roofline import math_mode
-from service.engine.planning.parallel import busy_share, layer_gemms
+from service.engine.planning.work import busy_share, layer_gemms
 from service.engine.validating.selection import (
     CaseEstimator,
     error_summary,
@@ -33,7 +33,7 @@ from service.engine.validating.selection import (
     leave_one_group_out,
 )
 
-# vidur's GEMM operators -> the layer's GEMMs (service.engine.planning.parallel.layer_gemms)
+# vidur's GEMM operators -> the layer's GEMMs (service.engine.planning.work.layer_gemms)
 VIDUR_GEMMS = {
     "attn_pre_proj": "qkv",
     "attn_post_proj": "attention_output",

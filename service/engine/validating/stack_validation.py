@@ -60,15 +60,11 @@ from service.engine.estimating.layout import (
 from service.engine.estimating.roofline import math_mode, usable_precisions
 from service.engine.estimating.step_model import StepModel
 from service.engine.estimating.step_profile import StepProfile
-from service.engine.planning.parallel import (
-    layout_inference,
-    layout_memory,
-    layout_step,
-    model_flops,
-    network,
-    stacked,
-    work,
-)
+from service.engine.planning.network import network
+from service.engine.planning.search import layout_memory
+from service.engine.planning.serving import layout_inference
+from service.engine.planning.step_time import layout_step
+from service.engine.planning.work import model_flops, stacked, work
 
 RUNS = Path(__file__).resolve().parents[3] / "knowledge" / "data" / "stack_runs"
 # the fit's grid: a scale on the GEMM efficiency (training) or on the decode bandwidth share
