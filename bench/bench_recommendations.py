@@ -19,7 +19,6 @@ import time
 from typing import Any
 
 from service import create_app
-from service.engine.deciding import rank
 
 BODY: dict[str, Any] = {
     "model": {"name": "llama-3-8b"},
@@ -56,7 +55,7 @@ def main() -> None:
         times = []
         for i in range(RUNS):
             if kind == "first-time":  # nothing kept but the profile: the layout search too
-                rank._runs.clear()
+                client.application.extensions["rightsize"].layers.service().runs.clear()
             horizon = {"first-time": 100 + i, "cold": 12 + i}.get(kind, 36)
             body = {**BODY, "usage": {"runs_per_month": 1, "horizon_months": horizon}}
             times.append(_timed(client, body)[0])

@@ -14,7 +14,7 @@ from profiles.errors import InvalidDescription
 from service.api.base import Blueprint, schema_instance
 from service.api.recommendations import RecommendationRequestSchema, RecommendationSchema, answer
 from service.ask import Clouds, NoModelNamed, Reading, read_question
-from service.engine.deciding import rank
+from service.engine.deciding import candidate
 from service.engine.errors import InvalidRequest
 from service.engine.requests import RecommendationRequest
 from service.errors import InvalidInput
@@ -119,7 +119,7 @@ def _unreadable(message: str, suggestions: list[str] | None = None) -> InvalidIn
 
 def _read(question: str) -> Reading:
     st = state()
-    clouds = Clouds.of(st.layers.service().knowledge, rank.DEPLOYMENTS)
+    clouds = Clouds.of(st.layers.service().knowledge, candidate.DEPLOYMENTS)
     try:
         return read_question(question, st.catalog, clouds)
     except NoModelNamed as exc:

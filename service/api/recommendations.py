@@ -32,7 +32,7 @@ from service.api.recommendation_schemas import (
     TcoUsageSchema,
 )
 from service.api.traces import must_read
-from service.engine.deciding import cost, rank
+from service.engine.deciding import candidate, cost, presentation, rank
 from service.engine.errors import NotFound
 from service.engine.requests import Constraints, RecommendationRequest, UsageAsked
 from service.engine.rules import SYMBOLS, rulebook
@@ -102,7 +102,7 @@ class ConstraintsSchema(Schema):
     max_gpus = fields.Integer(validate=validate.Range(1, 1024), strict=True)
     providers = fields.List(fields.String(), validate=validate.Length(max=20))
     regions = fields.List(fields.String(), validate=validate.Length(max=50))
-    deployment = fields.String(load_default="any", validate=validate.OneOf(rank.DEPLOYMENTS))
+    deployment = fields.String(load_default="any", validate=validate.OneOf(candidate.DEPLOYMENTS))
     max_server_power_kw = fields.Float(validate=validate.Range(min=0, min_inclusive=False, max=1e3))
     max_kg_co2e = fields.Float(
         validate=validate.Range(min=0, min_inclusive=False, max=1e9),
@@ -154,7 +154,9 @@ class RecommendationRequestSchema(OneSource, Schema):
         strict=True,
         metadata={"description": "a trace's GPU count"},
     )
-    objective = fields.String(load_default="best_value", validate=validate.OneOf(rank.OBJECTIVES))
+    objective = fields.String(
+        load_default="best_value", validate=validate.OneOf(candidate.OBJECTIVES)
+    )
     constraints = fields.Nested(ConstraintsSchema, load_default=Constraints)
     usage = fields.Nested(UsageSchema, load_default=UsageAsked)
     onprem = _onprem_overrides()
@@ -170,7 +172,7 @@ class RecommendationRequestSchema(OneSource, Schema):
     )
     tie_breaker = fields.String(
         load_default="footprint",
-        validate=validate.OneOf(rank.TIE_BREAKERS),
+        validate=validate.OneOf(candidate.TIE_BREAKERS),
         metadata={
             "description": "among candidates within 5% of the best score: footprint "
             "(fewer instances, GPUs, then the shorter job), carbon or time"
@@ -239,7 +241,7 @@ def answer(raw: dict[str, Any], body: RecommendationRequest) -> bytes | Response
     service = st.layers.service(body.submitted_benchmarks)
     if body.trace_id:  # the cache keys on the request: the trace is its owner's first
         must_read(body.trace_id)
-    ident = rank.request_id(raw, f"{service.knowledge.version}:{rulebook().digest}")
+    ident = presentation.request_id(raw, f"{service.knowledge.version}:{rulebook().digest}")
     hit = st.cache.get(PREFIX + ident)
     if hit is not None:  # the answer as first given, sent as stored
         return hit

@@ -76,21 +76,23 @@ def test_catalog_reads_are_memoised_by_path_and_query(client: FlaskClient) -> No
 def test_recommendations_that_differ_in_constraints_share_the_layout_search(
     client: FlaskClient,
 ) -> None:
-    from service.engine.deciding import rank
+    from service.state import AppState
 
-    rank._runs.clear()
+    app_state: AppState = client.application.extensions["rightsize"]
+    runs = app_state.layers.service().runs
+    runs.clear()
     body = {
         "model": {"name": "gpt2"},
         "workload": {"task": "training", "batch_size": 8, "seq_len": 512},
         "constraints": {"max_gpus": 4},
     }
     free = client.post("/v1/recommendations", json=body).get_json()
-    assert len(rank._runs) == 1
+    assert len(runs) == 1
     budget = 1.2 * min(r["cost"]["monthly_usd"] for r in free["recommendations"])
     tight = {**body, "constraints": {"max_gpus": 4, "budget_monthly_usd": budget}}
     capped = client.post("/v1/recommendations", json=tight)
     assert capped.status_code == 200, capped.get_data(as_text=True)
-    assert len(rank._runs) == 1  # the same search, ranked under another budget
+    assert len(runs) == 1  # the same search, ranked under another budget
     assert capped.get_json()["id"] != free["id"]
     monthly = [r["cost"]["monthly_usd"] for r in capped.get_json()["recommendations"]]
     assert monthly

@@ -18,7 +18,7 @@ from profiles.model_catalog import Catalog
 from service.api.base import schema_instance
 from service.api.recommendations import RecommendationRequestSchema
 from service.ask import Clouds, NoModelNamed, Reading, read_question
-from service.engine.deciding import rank
+from service.engine.deciding import candidate
 from tests.service.helpers import fields_in, problem
 
 
@@ -29,7 +29,7 @@ def catalog() -> Catalog:
 
 @pytest.fixture(scope="module")
 def clouds(knowledge: Knowledge) -> Clouds:
-    return Clouds.of(knowledge, rank.DEPLOYMENTS)
+    return Clouds.of(knowledge, candidate.DEPLOYMENTS)
 
 
 def read(question: str, catalog: Catalog, clouds: Clouds) -> Reading:

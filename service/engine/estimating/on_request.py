@@ -34,10 +34,12 @@ from service.engine.estimating.profiling import ProfileService
 from service.engine.estimating.projection import resource
 from service.engine.estimating.step_profile import StepProfile
 from service.engine.estimating.traces import TraceService
+from service.engine.memo import Memo
 from service.engine.owners import Reader
 
 log = logging.getLogger(__name__)
 LATEST_REPORT = "validation-latest.json"
+RUNS_KEPT = 64  # layout searches an estimate service keeps, for requests that differ in constraints
 TRACE_INTERVAL = 0.15  # a projected trace: +-15% (the same kernels, scaled by resource)
 
 
@@ -48,6 +50,9 @@ class EstimateService:
     profiles: ProfileService
     traces: TraceService
     model_dir: Path
+    # the layout searches of recent recommendations (service.engine.deciding.runs): a
+    # request that changes only its budget, objective or usage reuses its search
+    runs: Memo[Any] = field(default_factory=lambda: Memo(RUNS_KEPT), init=False, repr=False)
     _model: PerformanceModel | None = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     _warming: threading.Thread | None = field(default=None, init=False, repr=False)
