@@ -21,7 +21,8 @@ from profiles.model_catalog import Catalog
 from profiles.trace.stream import Limits
 from service import api, errors, jobs, metrics, security, web
 from service.cache import RedisCache, make_cache
-from service.compute import ComputePool, seen
+from service.compute import ComputePool
+from service.compute_child import seen
 from service.config import load_settings
 from service.embedded_store import EmbeddedStore
 from service.engine.estimating.on_request import EstimateService

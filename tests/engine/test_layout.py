@@ -12,13 +12,9 @@ from profiles.description import resolve
 from profiles.model_catalog import Catalog
 from profiles.profile import CONTEXT_BYTES, Memory, profile
 from profiles.workload import WorkloadSchema
-from service.engine.estimating.layout import (
-    LAYER_TOTAL,
-    Layout,
-    LayoutError,
-    ModelShape,
+from service.engine.estimating.layout import LAYER_TOTAL, Layout, LayoutError, ModelShape, check
+from service.engine.estimating.layout_memory import (
     activation_share,
-    check,
     fused_memory,
     layouts_for,
     memory_per_gpu,

@@ -15,7 +15,8 @@ from profiles.model_catalog import Catalog
 from profiles.profile import profile
 from profiles.workload import WorkloadSchema
 from service.engine.estimating.estimate import USABLE_MEMORY_SHARE
-from service.engine.estimating.layout import Layout, memory_per_gpu
+from service.engine.estimating.layout import Layout
+from service.engine.estimating.layout_memory import memory_per_gpu
 from service.engine.estimating.model import PerformanceModel
 from service.engine.estimating.software import OPTIMIZED
 from service.engine.validating import llm_validation as lv

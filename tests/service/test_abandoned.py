@@ -20,7 +20,8 @@ import pytest
 from flask import Flask
 
 from service import compute, create_app
-from service.compute import ComputePool, _sleep
+from service.compute import ComputePool
+from service.compute_child import _sleep
 from service.engine.errors import Abandoned, Busy
 from service.security import client_id
 from tests.service.compute_tasks import mark, small_app, stubborn

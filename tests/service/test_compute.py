@@ -20,7 +20,7 @@ from werkzeug.test import TestResponse
 from profiles.description import resolve
 from profiles.model_catalog import Catalog
 from profiles.workload import WorkloadSchema
-from service import compute, create_app
+from service import compute, compute_child, create_app
 from service.compute import ComputePool
 from service.engine.deciding import rank
 from service.engine.errors import TooSlow
@@ -164,17 +164,17 @@ def test_errors_raised_in_a_child_reach_the_client_as_the_worker_would_send_them
 def test_an_error_keeps_its_own_fields_across_the_process_boundary() -> None:
     """The service's errors take their own arguments (a limit, a field), which pickling
     would not give back: they are carried as data and rebuilt."""
-    failure = compute._Failure(TooSlow, ("message",), {"limit_s": 3.0})
+    failure = compute_child._Failure(TooSlow, ("message",), {"limit_s": 3.0})
     rebuilt = failure.rebuilt()
     assert isinstance(rebuilt, TooSlow)
     assert rebuilt.limit_s == 3.0
     model = resolve(GPT2, Catalog.load())
     workload = WorkloadSchema().load({"task": "training", "batch_size": 1, "seq_len": 10**7})
-    carried = compute._count_in_child(model, workload, 5.0)
-    assert isinstance(carried, compute._Failure)
+    carried = compute_child._count_in_child(model, workload, 5.0)
+    assert isinstance(carried, compute_child._Failure)
     again = carried.rebuilt()
     assert "seq_len" in str(again)
-    assert isinstance(again.__cause__, compute.ChildTraceback)  # where the child raised it
+    assert isinstance(again.__cause__, compute_child.ChildTraceback)  # where the child raised it
     assert "Traceback" in str(again.__cause__)
 
 

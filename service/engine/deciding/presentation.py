@@ -11,7 +11,7 @@ from typing import Any
 from service.engine.deciding import job_time as job
 from service.engine.deciding.candidate import UNIT_SAMPLES, Candidate, Setting
 from service.engine.deciding.ordering import BAND
-from service.engine.estimating.layout import memory_parts
+from service.engine.estimating.layout_memory import memory_parts
 from service.engine.estimating.step_profile import StepProfile
 
 SHOWN = 10  # recommendations returned

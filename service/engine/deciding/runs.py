@@ -15,7 +15,8 @@ from service.engine.deciding.candidate import Run, Served, Setting, _no_site, _r
 from service.engine.deciding.deployment import Site
 from service.engine.errors import InvalidRequest
 from service.engine.estimating.estimate import USABLE_MEMORY_SHARE
-from service.engine.estimating.layout import Layout, LayoutMemory, ModelShape
+from service.engine.estimating.layout import Layout, ModelShape
+from service.engine.estimating.layout_memory import LayoutMemory
 from service.engine.estimating.on_request import EstimateService
 from service.engine.estimating.roofline import MathMode, math_mode
 from service.engine.estimating.step_profile import StepProfile

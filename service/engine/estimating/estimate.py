@@ -20,7 +20,7 @@ from knowledge.records import Gpu
 from profiles.profile import Memory
 from service.engine.estimating import scaling
 from service.engine.estimating.ceiling import InputCeiling
-from service.engine.estimating.layout import as_reported
+from service.engine.estimating.layout_memory import as_reported
 from service.engine.estimating.roofline import MathMode, math_mode
 from service.engine.estimating.step_model import DEFAULT_SUITE, StepParts
 from service.engine.estimating.step_profile import StepProfile

@@ -9,10 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.engine.estimating import scaling
-from service.engine.estimating.layout import (
-    Layout,
-    ModelShape,
-)
+from service.engine.estimating.layout import Layout, ModelShape
 from service.engine.estimating.step_profile import StepProfile
 from service.engine.planning.network import Network
 from service.engine.planning.work import Widths, wave_efficiency

@@ -17,14 +17,8 @@ from service.engine.errors import InvalidRequest
 from service.engine.estimating import scaling
 from service.engine.estimating import software as stacks
 from service.engine.estimating.estimate import USABLE_MEMORY_SHARE
-from service.engine.estimating.layout import (
-    Layout,
-    LayoutError,
-    ModelShape,
-    as_reported,
-    check,
-    memory_parts,
-)
+from service.engine.estimating.layout import Layout, LayoutError, ModelShape, check
+from service.engine.estimating.layout_memory import as_reported, memory_parts
 from service.engine.estimating.on_request import EstimateService
 from service.engine.estimating.roofline import MathMode, math_mode
 from service.engine.estimating.step_profile import StepProfile

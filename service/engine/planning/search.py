@@ -11,13 +11,8 @@ from typing import Any
 
 from service.engine import deadline
 from service.engine.estimating import scaling
-from service.engine.estimating.layout import (
-    Layout,
-    LayoutMemory,
-    ModelShape,
-    layouts_for,
-    memory_per_gpu,
-)
+from service.engine.estimating.layout import Layout, ModelShape
+from service.engine.estimating.layout_memory import LayoutMemory, layouts_for, memory_per_gpu
 from service.engine.estimating.roofline import MathMode
 from service.engine.estimating.software import (
     Stack,

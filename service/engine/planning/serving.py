@@ -13,10 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from knowledge.records import Gpu
-from service.engine.estimating.layout import (
-    ACTIVATION_BYTES,
-    ModelShape,
-)
+from service.engine.estimating.layout import ACTIVATION_BYTES, ModelShape
 from service.engine.estimating.roofline import MathMode, resource_times
 from service.engine.estimating.software import (
     EIGHT_BIT,

@@ -38,11 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from service.engine.estimating import scaling
-from service.engine.estimating.layout import (
-    ACTIVATION_BYTES,
-    Layout,
-    ModelShape,
-)
+from service.engine.estimating.layout import ACTIVATION_BYTES, Layout, ModelShape
 from service.engine.estimating.step_profile import StepProfile
 from service.engine.planning.collectives import (
     OPERATOR_RECOMPUTE,

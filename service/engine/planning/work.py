@@ -9,12 +9,8 @@ from dataclasses import dataclass, replace
 
 from knowledge.records import Gpu
 from service.engine.estimating import software as stacks
-from service.engine.estimating.layout import (
-    ACTIVATION_BYTES,
-    ModelShape,
-    fused_memory,
-    head_bytes,
-)
+from service.engine.estimating.layout import ACTIVATION_BYTES, ModelShape
+from service.engine.estimating.layout_memory import fused_memory, head_bytes
 from service.engine.estimating.roofline import MathMode, resource_times
 from service.engine.estimating.software import (
     EIGHT_BIT,
