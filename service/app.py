@@ -28,6 +28,7 @@ from service.embedded_store import EmbeddedStore
 from service.engine.estimating.on_request import EstimateService
 from service.engine.estimating.profiling import ProfileService
 from service.engine.estimating.traces import Bounds, TraceService
+from service.engine.rules import RuleBook
 from service.local_jobs import LocalJobs
 from service.overlays import Layers
 from service.prices import PriceFile
@@ -87,11 +88,12 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         time_limit_s=settings["RIGHTSIZE_TRACE_TIME_LIMIT_S"],
         memory_bytes=settings["RIGHTSIZE_TRACE_MEMORY_LIMIT_BYTES"],
     )
+    rules = RuleBook.load()  # loaded and compiled once for the app
     traces = TraceService(
-        knowledge, cache, settings["RIGHTSIZE_TRACE_TTL_S"], limits, profiles, bounds
+        knowledge, cache, settings["RIGHTSIZE_TRACE_TTL_S"], limits, profiles, bounds, rules
     )
     estimates = EstimateService(
-        knowledge, catalog, profiles, traces, Path(settings["RIGHTSIZE_MODEL_DIR"])
+        knowledge, catalog, profiles, traces, Path(settings["RIGHTSIZE_MODEL_DIR"]), rules
     )
     submissions = SubmissionStore(settings["RIGHTSIZE_SUBMISSIONS_FILE"], Quotas.of(settings))
     prices = PriceFile(settings["RIGHTSIZE_PRICES_FILE"])

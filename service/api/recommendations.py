@@ -35,7 +35,7 @@ from service.api.traces import must_read
 from service.engine.deciding import candidate, cost, presentation, rank
 from service.engine.errors import NotFound
 from service.engine.requests import Constraints, RecommendationRequest, UsageAsked
-from service.engine.rules import SYMBOLS, rulebook
+from service.engine.rules import SYMBOLS
 from service.security import reader
 from service.state import state
 
@@ -241,7 +241,7 @@ def answer(raw: dict[str, Any], body: RecommendationRequest) -> bytes | Response
     service = st.layers.service(body.submitted_benchmarks)
     if body.trace_id:  # the cache keys on the request: the trace is its owner's first
         must_read(body.trace_id)
-    ident = presentation.request_id(raw, f"{service.knowledge.version}:{rulebook().digest}")
+    ident = presentation.request_id(raw, f"{service.knowledge.version}:{service.rules.digest}")
     hit = st.cache.get(PREFIX + ident)
     if hit is not None:  # the answer as first given, sent as stored
         return hit
@@ -350,7 +350,7 @@ class Rules(MethodView):
     def get(self) -> dict[str, Any]:
         """Every rule behind the reasons, with its condition, effect and source"""
         return {
-            "rules": [r.to_dict() for r in rulebook().rules],
+            "rules": [r.to_dict() for r in state().estimates.rules.rules],
             "symbols": [
                 {"name": n, "type": t.name, "scopes": sorted(scopes), "meaning": meaning}
                 for n, (t, scopes, meaning) in SYMBOLS.items()

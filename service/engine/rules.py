@@ -27,7 +27,7 @@ import math
 import string
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -451,9 +451,3 @@ def _fill(template: str, context: Mapping[str, Any]) -> str:
         else:
             out.append(format(value, spec or ""))
     return "".join(out)
-
-
-@lru_cache(maxsize=4)
-def rulebook(directory: Path = RULES_DIR) -> RuleBook:
-    """The rules, loaded and compiled once per process."""
-    return RuleBook.load(directory)

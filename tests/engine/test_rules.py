@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 import rule_engine
 
-from service.engine.rules import SYMBOLS, Guard, RuleBook, RuleLoadError, rulebook
+from service.engine.rules import SYMBOLS, Guard, RuleBook, RuleLoadError
+
+BOOK = RuleBook.load()  # the shipped rules, as an app loads them
 
 # a context that fires no rule of any scope; each case below changes a few symbols
 QUIET: dict[str, Any] = {
@@ -124,17 +126,17 @@ FIRING: dict[str, dict[str, Any]] = {
 
 
 def test_every_rule_has_a_firing_case() -> None:
-    assert {r.id for r in rulebook().rules} == set(FIRING)
+    assert {r.id for r in BOOK.rules} == set(FIRING)
 
 
 def test_the_quiet_context_fires_nothing() -> None:
     for scope in ("gpu", "candidate", "request", "trace"):
-        assert rulebook().fire(scope, QUIET) == [], scope
+        assert BOOK.fire(scope, QUIET) == [], scope
 
 
 @pytest.mark.parametrize("rule_id", sorted(FIRING))
 def test_rule_fires_on_its_case_and_not_without_it(rule_id: str) -> None:
-    book = rulebook()
+    book = BOOK
     rule = next(r for r in book.rules if r.id == rule_id)
     fired = book.fire(rule.scope, {**QUIET, **FIRING[rule_id]})
     assert [f.rule.id for f in fired] == [rule_id]
@@ -152,7 +154,7 @@ def test_a_guard_skips_only_what_the_condition_would_refuse(rule_id: str) -> Non
     condition tests the symbol itself, or another string, where it must equal one): in its
     firing context with that symbol so, the compiled condition does not hold either (or
     cannot be evaluated, which does not hold)."""
-    rule = next(r for r in rulebook().rules if r.id == rule_id)
+    rule = next(r for r in BOOK.rules if r.id == rule_id)
     firing = {**QUIET, **FIRING[rule_id]}
     assert rule.matches(firing)
     for guard in rule.guards:
@@ -172,7 +174,7 @@ def test_a_guard_skips_only_what_the_condition_would_refuse(rule_id: str) -> Non
 def test_most_rules_have_guards() -> None:
     """Conditions start with the constraint or measurement they need (``budget != null
     and ...``): those are read off the parsed condition, not spelled again."""
-    rules = rulebook().rules
+    rules = BOOK.rules
     assert sum(bool(r.guards) for r in rules) >= len(rules) * 2 // 3
     budget = next(r for r in rules if r.id == "budget-monthly")
     assert budget.guards == (Guard("budget_monthly_usd"), Guard("monthly_usd"))
@@ -181,7 +183,7 @@ def test_most_rules_have_guards() -> None:
 
 
 def test_message_fields_are_formatted_and_null_shows_as_na() -> None:
-    book = rulebook()
+    book = BOOK
     meets = {"deployment": "on-premise", "server_power_kw": 10.25, "break_even_gpu_hours": 400.0}
     fired = book.fire("candidate", {**QUIET, **meets})
     (rack,) = [f for f in fired if f.rule.id == "rack-density"]

@@ -106,15 +106,14 @@ def test_a_new_budget_evaluates_only_the_rules_that_read_a_budget(
     """A rule's result is a function of the values it reads: the rule book keeps them for
     every request, so asking again under a budget evaluates, of the rules about each
     candidate, only the budget's (on every candidate)."""
-    from service.engine.rules import rulebook
-
     body = {
         "model": {"name": "gpt2"},
         "workload": {"task": "training", "batch_size": 8, "seq_len": 512},
         "constraints": {"max_gpus": 4},
     }
     assert client.post("/v1/recommendations", json=body).status_code == 200
-    by_rule = {id(r.compiled): r for r in rulebook().rules}
+    book = client.application.extensions["rightsize"].estimates.rules
+    by_rule = {id(r.compiled): r for r in book.rules}
     evaluated: list[str] = []
     matches = rule_engine.Rule.matches
 
@@ -126,5 +125,5 @@ def test_a_new_budget_evaluates_only_the_rules_that_read_a_budget(
     budgeted = {**body, "constraints": {"max_gpus": 4, "budget_monthly_usd": 1e7}}
     answer = client.post("/v1/recommendations", json=budgeted)
     assert answer.status_code == 200
-    candidate = {r.id for r in rulebook().scoped("candidate")}
+    candidate = {r.id for r in book.scoped("candidate")}
     assert {rule for rule in evaluated if rule in candidate} == {"budget-monthly"}

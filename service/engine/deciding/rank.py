@@ -53,7 +53,7 @@ from service.engine.owners import NOBODY, Reader
 from service.engine.planning.search import sized_at
 from service.engine.planning.work import stacked, work
 from service.engine.requests import RecommendationRequest
-from service.engine.rules import RuleBook, rulebook
+from service.engine.rules import RuleBook
 
 EXCLUDE = frozenset({"exclude"})
 
@@ -66,7 +66,7 @@ def recommend(
     """The ranked, costed and explained candidates for a request (``POST
     /v1/recommendations``), without its id (see :func:`request_id`); a trace it names is
     read as ``reader`` (by default no key's: one names no trace)."""
-    book = rulebook()
+    book = service.rules
     excluded: list[dict[str, Any]] = []
     if request.trace_id:
         record = service.traces.get(request.trace_id, reader)

@@ -36,6 +36,7 @@ from service.engine.estimating.step_profile import StepProfile
 from service.engine.estimating.traces import TraceService
 from service.engine.memo import Memo
 from service.engine.owners import Reader
+from service.engine.rules import RuleBook
 
 log = logging.getLogger(__name__)
 LATEST_REPORT = "validation-latest.json"
@@ -50,6 +51,7 @@ class EstimateService:
     profiles: ProfileService
     traces: TraceService
     model_dir: Path
+    rules: RuleBook = field(default_factory=RuleBook.load)  # every reason's rule
     # the layout searches of recent recommendations (service.engine.deciding.runs): a
     # request that changes only its budget, objective or usage reuses its search
     runs: Memo[Any] = field(default_factory=lambda: Memo(RUNS_KEPT), init=False, repr=False)

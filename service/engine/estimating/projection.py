@@ -15,7 +15,7 @@ from typing import Any
 from knowledge import Knowledge
 from knowledge.records import Gpu
 from service.engine.estimating.scaling import link_for
-from service.engine.rules import rulebook
+from service.engine.rules import RuleBook
 
 MEMORY_BOUND = ("elementwise", "reduction", "memcpy_d2d", "memset", "other")
 PCIE_GB_PER_S = {3: 15.75, 4: 31.5, 5: 63.0, 6: 126.0}  # x16, one direction
@@ -133,7 +133,9 @@ def project(
     }
 
 
-def advice(analysis: dict[str, Any], ref: Gpu | None, knowledge: Knowledge) -> list[dict[str, Any]]:
+def advice(
+    analysis: dict[str, Any], ref: Gpu | None, knowledge: Knowledge, rules: RuleBook
+) -> list[dict[str, Any]]:
     """Software fixes, each with the share of the step it is predicted to save: the trace
     rules of ``knowledge/rules`` (:mod:`service.engine.rules`) over the trace's breakdown."""
     part = analysis.get("breakdown")
@@ -161,7 +163,7 @@ def advice(analysis: dict[str, Any], ref: Gpu | None, knowledge: Knowledge) -> l
         "faster_link": _faster_link(ref, knowledge),
     }
     out = []
-    for fired in rulebook().fire("trace", context):
+    for fired in rules.fire("trace", context):
         saved = context[fired.rule.saving or ""] * wall
         out.append(
             {

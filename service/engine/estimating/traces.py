@@ -29,6 +29,7 @@ from service.engine.errors import UnknownReference
 from service.engine.estimating.projection import advice, mixed_tensor_rate, project
 from service.engine.owners import Reader
 from service.engine.ports import KeyValueStore
+from service.engine.rules import RuleBook
 
 PREFIX = "trace:"
 UPLOAD_PREFIX = "upload:"
@@ -63,6 +64,7 @@ class TraceService:
     limits: Limits
     profiles: Any = None  # the ProfileService, to match an attached profile
     bounds: Bounds = field(default_factory=Bounds)
+    rules: RuleBook = field(default_factory=RuleBook.load)  # the trace's advice
 
     def ingest(self, raw: IO[bytes], options: TraceOptions) -> dict[str, Any]:
         """Parse and analyse an upload now; store and return the record."""
@@ -107,7 +109,7 @@ class TraceService:
             **record,
             "reference_gpu_id": ref.id if ref else None,
             "efficiency": self._efficiency(record, ref, notes),
-            "advice": advice(analysis, ref, self.knowledge),
+            "advice": advice(analysis, ref, self.knowledge, self.rules),
             "notes": notes,
         }
 
