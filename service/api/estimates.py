@@ -79,6 +79,22 @@ class IntervalSchema(Schema):
     high = fields.Float()
 
 
+class ThroughputIntervalSchema(Schema):
+    samples_per_s = fields.Nested(IntervalSchema, metadata={"description": "80%"})
+
+
+class MemoryReportedSchema(Schema):
+    allocated_peak_bytes = fields.Float(
+        metadata={"description": "the step's tensors: torch.cuda.max_memory_allocated"}
+    )
+    reserved_bytes = fields.Float(
+        metadata={"description": "what the caching allocator holds: max_memory_reserved"}
+    )
+    nvidia_smi_bytes = fields.Float(
+        metadata={"description": "what nvidia-smi shows: the CUDA context and workspaces too"}
+    )
+
+
 class ThroughputSchema(Schema):
     samples_per_s = fields.Float(allow_none=True)
     tokens_per_s = fields.Float(allow_none=True)
@@ -142,7 +158,7 @@ class EstimateSchema(Schema):
         metadata={"description": "trace estimates: the largest part of the projected step"}
     )
     interval = fields.Nested(IntervalSchema, metadata={"description": "of step_time_s, 80%"})
-    throughput_interval = fields.Dict()
+    throughput_interval = fields.Nested(ThroughputIntervalSchema)
     time_to_train_s = fields.Float()
     time_to_train_interval = fields.Nested(IntervalSchema)
     latency_s = fields.Float()
@@ -151,7 +167,11 @@ class EstimateSchema(Schema):
     precision = fields.String()
     math_mode = fields.String()
     breakdown = fields.Nested(BreakdownSchema)
-    breakdown_us = fields.Dict(metadata={"description": "trace estimates: the projected parts"})
+    breakdown_us = fields.Dict(
+        keys=fields.String(),
+        values=fields.Float(),
+        metadata={"description": "trace estimates: the projected parts, microseconds each"},
+    )
     input_stall_s = fields.Float()
     known_workload = fields.String(
         allow_none=True,
@@ -162,13 +182,14 @@ class EstimateSchema(Schema):
     reference_gpu = fields.String()
     assumptions = fields.List(fields.String())
     knowledge_version = fields.String()
-    memory_reported = fields.Dict(
+    memory_reported = fields.Nested(
+        MemoryReportedSchema,
         metadata={
             "description": "memory per GPU as each tool reports it: allocated_peak_bytes "
             "(torch.cuda.max_memory_allocated), reserved_bytes (max_memory_reserved: the "
             "caching allocator's fragmentation too) and nvidia_smi_bytes (the CUDA context "
             "too)"
-        }
+        },
     )
     stack = fields.Dict(
         metadata={

@@ -339,9 +339,31 @@ class Tco(MethodView):
                         body.get("providers"), body.get("regions"))  # fmt: skip
 
 
+class RuleSchema(Schema):
+    id = fields.String()
+    title = fields.String()
+    scope = fields.String(
+        metadata={"description": "what it is about: gpu, candidate, request, trace"}
+    )
+    effect = fields.String(metadata={"description": "exclude, penalise, warn or advise"})
+    when = fields.String(metadata={"description": "its condition (rule-engine syntax)"})
+    message = fields.String()
+    myth = fields.String(allow_none=True, metadata={"description": "the myth it answers"})
+    source = fields.String()
+    as_of = fields.String(metadata={"description": "the source's date"})
+    factor = fields.Float(metadata={"description": "a penalty's factor on the score"})
+
+
+class SymbolSchema(Schema):
+    name = fields.String()
+    type = fields.String(metadata={"description": "rule-engine's type of its value"})
+    scopes = fields.List(fields.String())
+    meaning = fields.String()
+
+
 class RulesSchema(Schema):
-    rules = fields.List(fields.Dict())
-    symbols = fields.List(fields.Dict())
+    rules = fields.List(fields.Nested(RuleSchema))
+    symbols = fields.List(fields.Nested(SymbolSchema))
 
 
 @blp.route("/rules")

@@ -128,7 +128,7 @@ def compute_entry(workload: Workload, precision: str, batch: int, catalog: Catal
 def shipped_entries() -> dict[str, dict[str, Any]]:
     """The packaged entries, by key (empty if the file is missing or unreadable)."""
     try:
-        text = resources.files("service.engine").joinpath("data", SHIPPED).read_text()
+        text = resources.files("service.engine.estimating").joinpath("data", SHIPPED).read_text()
         data = json.loads(text)
     except (OSError, ValueError):
         return {}
