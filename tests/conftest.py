@@ -49,6 +49,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """With ``--part serial``, test files with no serial test are not even imported (their
+    collection took half a minute for nothing)."""
+    if config.getoption("--part") != "serial" or collection_path.suffix != ".py":
+        return None
+    name = collection_path.name
+    if not name.startswith("test_"):
+        return None
+    return "mark.serial" not in collection_path.read_text(encoding="utf-8")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     part = config.getoption("--part")
     if part == "all":

@@ -107,12 +107,12 @@ def init_app(app: Flask) -> Api:
     )
     for blueprint in BLUEPRINTS:
         api.register_blueprint(blueprint)
-    operations.document(api.spec)
+    api.later(operations.document)
     requests = (
         recommendations.RecommendationRequestSchema,
         estimates.EstimateRequestSchema,
         plans.PlanRequestSchema,
     )
-    constraints.document(api.spec, requests)
+    api.later(lambda spec: constraints.document(spec, requests))
     app.register_blueprint(_docs_assets())
     return api

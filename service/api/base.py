@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import http
 import json
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -47,9 +48,48 @@ class ProblemSchema(Schema):
 
 
 class Api(flask_smorest.Api):
-    """Api whose errors, and their documentation, are ``application/problem+json``."""
+    """Api whose errors, and their documentation, are ``application/problem+json``.
+
+    The OpenAPI document is written when it is first read (``/openapi.json``, the MCP
+    tools, ``rightsize openapi``), not as the app is made: the blueprints' routes are
+    registered at once, their documentation, and whatever :meth:`later` was given, in the
+    same order on first use of :attr:`spec`. Writing it took two thirds of ``create_app``.
+    """
 
     ERROR_SCHEMA = ProblemSchema
+
+    def __init__(self, app: Any = None, *, spec_kwargs: Any = None) -> None:
+        self._deferred: list[Callable[[], None]] = []
+        self._writing = threading.RLock()
+        super().__init__(app, spec_kwargs=spec_kwargs)
+
+    @property
+    def spec(self) -> Any:
+        """The document, with everything deferred written into it first."""
+        with self._writing:
+            while self._deferred:
+                self._deferred.pop(0)()
+        return self._spec
+
+    @spec.setter
+    def spec(self, value: Any) -> None:
+        self._spec = value
+
+    def later(self, document: Callable[[Any], None]) -> None:
+        """Call ``document(spec)`` when the document is first read, in turn."""
+        self._deferred.append(lambda: document(self._spec))
+
+    def register_blueprint(self, blp: Any, *, parameters: Any = None, **options: Any) -> None:
+        """flask-smorest's registration, its documentation deferred (see the class)."""
+        name = options.get("name", blp.name)
+        self._app.extensions["flask-smorest"]["blp_name_to_api"][name] = self
+        self._app.register_blueprint(blp, **options)
+
+        def document() -> None:
+            blp.register_views_in_doc(self, self._app, self._spec, name=name, parameters=parameters)
+            self._spec.tag({"name": name, "description": blp.description})
+
+        self._deferred.append(document)
 
     def handle_http_exception(self, error: HTTPException) -> Any:
         return from_http_exception(error)

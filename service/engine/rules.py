@@ -398,7 +398,7 @@ class RuleBook:
             text = path.read_text(encoding="utf-8")
             digest.update(f"{path.name}\n{text}".encode())
             try:
-                raw = yaml.safe_load(text) or []
+                raw = yaml.load(text, Loader=yaml.CSafeLoader) or []  # libyaml: per app
             except yaml.YAMLError as exc:
                 raise RuleLoadError(path, None, f"not YAML: {exc}") from exc
             if not isinstance(raw, list):

@@ -93,6 +93,7 @@ class TestInProcess:
         assert "on premise" in tco.stdout
         assert "break-even" in tco.stdout
 
+    @pytest.mark.slow  # several recommendations ranked
     def test_a_stack_and_its_options_reach_the_answer(self) -> None:
         listed = run("stacks", "--task", "inference")
         assert listed.exit_code == 0, listed.stderr

@@ -183,6 +183,7 @@ def test_json_with_a_suffix_is_json(client: FlaskClient) -> None:
     assert response.status_code == 200, response.get_data(as_text=True)
 
 
+@pytest.mark.slow  # a computation run to its time limit
 def test_a_computation_past_its_time_limit_is_a_422_not_a_held_worker() -> None:
     from service import create_app
 

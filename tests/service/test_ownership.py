@@ -191,6 +191,7 @@ class TestTraces:
 
 
 class TestTraceJobs:
+    @pytest.mark.slow  # a trace job run to its end
     def test_another_keys_trace_job_is_404(self, redis_url: str, redis_prefix: str) -> None:
         app = create_app(
             {"REDIS_URL": redis_url, "KEY_PREFIX": redis_prefix, "TRACE_ASYNC_BYTES": 100}

@@ -71,6 +71,7 @@ def test_llama_70b_full_fine_tuning_is_planned_on_the_fewest_80gb_gpus(
     assert a100["interconnect"]["inter_node"]["gb_per_s"] == 25
 
 
+@pytest.mark.slow  # several plan searches
 def test_a_tensor_parallel_degree_that_does_not_divide_the_heads_is_a_422_naming_the_rule(
     client: FlaskClient,
 ) -> None:
@@ -84,6 +85,7 @@ def test_a_tensor_parallel_degree_that_does_not_divide_the_heads_is_a_422_naming
     assert "64 attention heads" in problem["detail"]
 
 
+@pytest.mark.slow  # several plan searches
 def test_a_layout_estimate_says_its_memory_step_and_mfu(client: FlaskClient) -> None:
     layout = {"data_parallel": 8, "tensor_parallel": 8, "sequence_parallel": True, "zero_stage": 1}
     body = {**LLAMA_70B_TRAINING, "gpu": "H100 SXM5 80GB", "layout": layout}
@@ -197,6 +199,7 @@ def test_a_model_with_nothing_to_decode_is_served_one_gpu_a_replica(client: Flas
     assert two["throughput"]["samples_per_s"] == pytest.approx(2 * alone["requests_per_s"])
 
 
+@pytest.mark.slow  # several plan searches
 def test_unknown_stack_interconnect_and_source_are_422(client: FlaskClient) -> None:
     base = {**LLAMA_70B_TRAINING, "gpu": "H100 SXM5 80GB"}
     assert post(client, "/v1/plans", {**base, "stack": "jax"}, 422)["errors"][0]["field"] == "stack"
@@ -298,6 +301,7 @@ def test_the_optimized_stack_holds_fewer_activations_and_counts_the_pipeline_end
     assert "80 layers and its embedding and loss" in problem["detail"]
 
 
+@pytest.mark.slow  # several plan searches
 def test_a_layout_the_stack_does_not_run_is_refused_and_a_split_layout_defaults_to_megatron(
     client: FlaskClient,
 ) -> None:

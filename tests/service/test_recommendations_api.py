@@ -184,6 +184,7 @@ def test_a_hybrid_owns_the_baseline_and_rents_the_bursts(client: FlaskClient) ->
     assert hybrid["monthly_usd"] < body["cloud"]["monthly_usd"]
 
 
+@pytest.mark.slow  # a large plan search
 def test_a_batch_that_only_fits_several_gpus_gets_gradient_accumulation_advice(
     client: FlaskClient,
 ) -> None:

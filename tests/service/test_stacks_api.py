@@ -80,6 +80,7 @@ def test_an_inference_request_naming_each_stack_answers(client: FlaskClient, sta
     assert served["output_tokens_per_s"] > 0
 
 
+@pytest.mark.slow  # several plan searches
 def test_the_stack_changes_the_answer_as_it_should(client: FlaskClient) -> None:
     """Fused kernels run the same step faster than eager PyTorch; a paged KV cache under
     continuous batching holds more sequences than a static batch; torchtune's habits (pure
@@ -106,6 +107,7 @@ def test_an_override_is_applied_and_reported(client: FlaskClient) -> None:
     assert offloaded["memory_per_gpu_bytes"] < plain["memory_per_gpu_bytes"]
 
 
+@pytest.mark.slow  # several plan searches
 def test_the_default_stack_follows_the_work(client: FlaskClient) -> None:
     assert post(client, TRAIN_8B)["stack"]["id"] == "hf-transformers"
     qlora = {**TRAIN_8B, "count": 1, "workload": {"task": "fine-tuning", "method": "qlora",
