@@ -22,6 +22,8 @@ from service.engine.validating.validation import (
     rank_agreement,
     summary,
 )
+from tests.golden.cases import VALIDATE, clean
+from tests.golden.test_golden import first_difference
 
 pytestmark = pytest.mark.slow  # refits: every held-out split
 
@@ -168,6 +170,11 @@ def test_validate_command_reports_every_split_and_the_api_serves_it(
     assert result.output.count("  target ") == len(validation.TARGETS)
 
     report = json.loads((cache / f"validation-{knowledge.version}.json").read_text())
+    # the report as recorded before the engine moved (tests/golden); the LLM fits' least
+    # squares end a few parts in a million apart from run to run (4.850856503 against
+    # 4.850883414 seen): held to 1e-4
+    recorded = json.loads(VALIDATE.read_text(encoding="utf-8"))
+    assert first_difference("report", recorded, clean(report), rel=1e-4) is None
     single = report["single_gpu"]
     assert single["rows"] == len(model.single)
     assert {r["name"] for r in single["by_gpu"]} == {o.gpu_id for o in model.single}
