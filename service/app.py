@@ -8,6 +8,7 @@ app refuses to start on invalid knowledge), the cache (Redis, or in-process), th
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,10 @@ from service.compute import ComputePool
 from service.compute_child import seen
 from service.config import load_settings
 from service.embedded_store import EmbeddedStore
-from service.engine.estimating.on_request import EstimateService
+from service.engine.estimating.on_request import RUNS_KEPT, EstimateService
 from service.engine.estimating.profiling import ProfileService
 from service.engine.estimating.traces import Bounds, TraceService
+from service.engine.memo import Memo
 from service.engine.rules import RuleBook
 from service.local_jobs import LocalJobs
 from service.overlays import Layers
@@ -37,8 +39,20 @@ from service.submissions import Quotas, SubmissionStore
 from service.uploads import analysis_job
 
 
-def create_app(config: Mapping[str, Any] | None = None) -> Flask:
-    """Build the application; ``config`` overrides settings (short or ``RIGHTSIZE_`` names)."""
+@dataclass(frozen=True)
+class Shared:
+    """What the apps of one process may share when their owner says so (the test session
+    makes an app per test): the rule book, and the layout searches of recent
+    recommendations (keyed by knowledge version and profile, so apps on other knowledge
+    never meet)."""
+
+    rules: RuleBook = field(default_factory=RuleBook.load)
+    runs: Memo[Any] = field(default_factory=lambda: Memo(RUNS_KEPT))
+
+
+def create_app(config: Mapping[str, Any] | None = None, *, shared: Shared | None = None) -> Flask:
+    """Build the application; ``config`` overrides settings (short or ``RIGHTSIZE_`` names);
+    ``shared``: what it takes from its owner instead of making its own (see :class:`Shared`)."""
     settings = load_settings(config)
     app = Flask(__name__)
     app.config.update(settings)
@@ -88,13 +102,15 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         time_limit_s=settings["RIGHTSIZE_TRACE_TIME_LIMIT_S"],
         memory_bytes=settings["RIGHTSIZE_TRACE_MEMORY_LIMIT_BYTES"],
     )
-    rules = RuleBook.load()  # loaded and compiled once for the app
+    rules = shared.rules if shared else RuleBook.load()  # loaded and compiled once an app
     traces = TraceService(
         knowledge, cache, settings["RIGHTSIZE_TRACE_TTL_S"], limits, profiles, bounds, rules
     )
     estimates = EstimateService(
         knowledge, catalog, profiles, traces, Path(settings["RIGHTSIZE_MODEL_DIR"]), rules
     )
+    if shared is not None:
+        estimates.runs = shared.runs
     submissions = SubmissionStore(settings["RIGHTSIZE_SUBMISSIONS_FILE"], Quotas.of(settings))
     prices = PriceFile(settings["RIGHTSIZE_PRICES_FILE"])
     attach(

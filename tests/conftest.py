@@ -18,6 +18,7 @@ from werkzeug.serving import make_server
 from knowledge import Knowledge, load_knowledge
 from knowledge.derive import default_shared_root
 from service import create_app
+from service.app import Shared
 from service.keys import KeyFile
 
 REDIS_URL = os.environ.get("RIGHTSIZE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -84,9 +85,14 @@ def knowledge() -> Knowledge:
     return load_knowledge()
 
 
+# the rule book and the layout searches, shared by the apps of this test process as a
+# service's own requests share them (an app per test would search every layout again)
+SHARED = Shared()
+
+
 @pytest.fixture
 def app() -> Flask:
-    return create_app({"TESTING": True})
+    return create_app({"TESTING": True}, shared=SHARED)
 
 
 @pytest.fixture
