@@ -9,11 +9,10 @@ the commit).
 from __future__ import annotations
 
 import html
-import io
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ VOLATILE_KEYS = {"created_at", "updated_at", "generated_at", "finished_at", "sta
 # a trace's id is a digest of its bytes and its owner: the key, new in every test session
 # ids made by the store (a uuid or a counter), not digests of the request
 MOMENT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?")
+DAY_OF_MOMENT = re.compile(r"\d{4}-\d\d-\d\d \(<moment>\)")
 NONCE = re.compile(r"\b(j-|b-|t-|key |)([0-9a-f]{8}|(?<![-0-9a-f])[0-9a-f]{12}(?![0-9a-f]))\b")
 
 
@@ -46,7 +46,6 @@ class Case:
     body: Any = None
     raw: bytes | None = None
     content_type: str | None = None
-    multipart: dict[str, Any] = field(default_factory=dict)
 
 
 def _scenarios() -> list[Case]:
@@ -212,7 +211,9 @@ def clean(value: Any) -> Any:
     if isinstance(value, float):
         return float(f"{value:.10g}")
     if isinstance(value, str):
-        return NONCE.sub(lambda m: f"{m.group(1)}<nonce>", MOMENT.sub("<moment>", value))
+        # a moment's day shown beside it (the quote's "of 2026-12-07 (2026-12-07T...)")
+        moments = DAY_OF_MOMENT.sub("<day> (<moment>)", MOMENT.sub("<moment>", value))
+        return NONCE.sub(lambda m: f"{m.group(1)}<nonce>", moments)
     return value
 
 
@@ -222,12 +223,7 @@ def send(client: FlaskClient) -> Iterator[tuple[str, dict[str, Any]]]:
     for case in cases():
         path = _fill(case.path, seen)
         kwargs: dict[str, Any] = {}
-        if case.multipart:
-            kwargs["data"] = {
-                k: (io.BytesIO(v.read_bytes()), v.name) for k, v in case.multipart.items()
-            }
-            kwargs["content_type"] = "multipart/form-data"
-        elif case.raw is not None:
+        if case.raw is not None:
             kwargs["data"] = case.raw
             kwargs["content_type"] = case.content_type
         elif case.body is not None:
