@@ -48,12 +48,12 @@ ALLOWED = {
     "knowledge/loader.py:_load": "a knowledge directory loaded and validated: immutable records",
     "service/engine/rules.py:SYMBOLS": "a table the module fills as it loads, read only after",
     "profiles/trace/stream.py:_STEP": "a table the module fills as it loads, read only after",
-    # not done yet (issue 38): to move onto objects the app owns
+    # one per process: the counting process owns them, whichever app asked for the count
     "profiles/profile.py:_COUNTING": "one count at a time per process: a count switches the "
     "process's garbage collector off and freezes its heap, whichever app asked for it",
-    "profiles/profile.py:_LINES": "not yet moved: counted steps by batch, for the ProfileService",
-    "service/engine/estimating/software.py:_shipped": "not yet moved: the curated stacks that "
-    "tests and the validation name; requests resolve theirs on the app's knowledge",
+    "profiles/profile.py:_LINES": "counted steps a process carries from one count to the next "
+    "(profiles.batch): counts run as bare functions in the compute children, which hold no "
+    "app, so the process is the owner, as for _COUNTING",
 }
 
 

@@ -25,7 +25,6 @@ from service.engine.estimating.software import (
     LOSS_SHARE,
     OPTIMIZED,
     Stack,
-    as_stack,
     native_attention,
 )
 from service.engine.estimating.step_profile import StepProfile
@@ -34,6 +33,7 @@ from service.engine.planning.network import network
 from service.engine.planning.search import fastest_fitting, planned_at, sized_at
 from service.engine.planning.step_time import LayoutStep, layout_step
 from service.engine.planning.work import model_flops, stacked, work
+from tests.stacks import shipped
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +59,7 @@ def test_the_bounded_search_finds_what_timing_every_layout_finds(
             mode = math_mode(gpu, "bf16")
         except InvalidRequest:
             continue
-        done = work(step_profile, gpu, mode, stack, model.step_model)
+        done = work(step_profile, gpu, mode, shipped(stack), model.step_model)
         net = network(knowledge, gpu, 8)
         usable = gpu.memory_gb * 2**30 * USABLE_MEMORY_SHARE
         for count in (1, 2, 4, 8, 16, 32, 64):
@@ -86,7 +86,8 @@ def _h100_step(
     gpu = knowledge.gpu("H100 SXM5 80GB")
     step_profile = StepProfile.from_profile(llama8b)
     mode = math_mode(gpu, "bf16")
-    done = work(step_profile, gpu, mode, stack, model.step_model)
+    done = work(step_profile, gpu, mode, shipped(stack) if isinstance(stack, str) else stack,
+                model.step_model)  # fmt: skip
     shape = ModelShape.from_profile(llama8b)
     net = network(knowledge, gpu, 8)
     return layout_step(layout, step_profile, shape, done, net, mode.tensor_flops,
@@ -118,7 +119,7 @@ def test_the_optimized_stack_pays_its_host_time_once_per_optimizer_step(
     does not shrink with more micro-batches: it is paid once per optimizer step."""
     # llm-foundry's, as fitted on its one-micro-batch steps (the Megatron stack's own fit
     # finds none: NeMo's steps are of many micro-batches)
-    stack = replace(as_stack("optimized"), compute=OPTIMIZED)
+    stack = replace(shipped("optimized"), compute=OPTIMIZED)
     one = _h100_step(llama8b, model, knowledge, Layout(gradient_accumulation=1), stack)
     four = _h100_step(llama8b, model, knowledge, Layout(gradient_accumulation=4), stack)
     host = OPTIMIZED.host_s
@@ -138,10 +139,10 @@ def test_only_a_training_step_on_the_optimized_stack_keeps_fused_activations(
     hold."""
     found = StepProfile.from_profile(llama8b)
     shape = ModelShape.from_profile(llama8b)
-    fused = stacked(found, shape, "optimized")
+    fused = stacked(found, shape, shipped("optimized"))
     assert fused.memory.activations_bytes < 0.85 * found.memory.activations_bytes
     assert fused.mix is found.mix
-    eager = stacked(found, shape, "pytorch")
+    eager = stacked(found, shape, shipped("pytorch"))
     assert eager.memory is found.memory
     assert eager.mix is found.mix
     assert eager.head_activations_bytes == 4096 * (4 * 4096 + 4 * 128256)
@@ -154,7 +155,7 @@ def test_only_a_training_step_on_the_optimized_stack_keeps_fused_activations(
     ):
         other = profile(model, WorkloadSchema().load(request), 120.0).to_dict()
         kept = StepProfile.from_profile(other)
-        held = stacked(kept, ModelShape.from_profile(other), "optimized")
+        held = stacked(kept, ModelShape.from_profile(other), shipped("optimized"))
         if not kept.trains:
             assert held is kept
             continue
@@ -180,13 +181,13 @@ def test_attention_runs_faster_only_on_gpus_with_asynchronous_tensor_cores(
     assert not any(native_attention(g) for g in geforce)
     assert not any(native_attention(g) for g in gpus.values() if g.vendor != "nvidia")
     step = StepProfile.from_profile(llama8b)
-    fused = as_stack("optimized").compute
+    fused = shipped("optimized").compute
     flash2 = replace(fused, native_attention_speedup=1.0)
     for gid, faster in (("h100-sxm-80gb", True), ("a100-sxm4-80gb", False)):
         gpu = gpus[gid]
         mode = math_mode(gpu, "bf16")
-        native = work(step, gpu, mode, "optimized", model.step_model, optimized=fused)
-        fa2 = work(step, gpu, mode, "optimized", model.step_model, optimized=flash2)
+        native = work(step, gpu, mode, shipped("optimized"), model.step_model, optimized=fused)
+        fa2 = work(step, gpu, mode, shipped("optimized"), model.step_model, optimized=flash2)
         if not faster:
             assert native == fa2
             continue
@@ -214,7 +215,7 @@ def test_a_ring_of_point_to_point_sends_hides_context_parallel_traffic(
     layout = Layout(context_parallel=8, zero_stage=3, activation_checkpointing="full")
     steps = {}
     for name in ("megatron-te", "torchtitan"):
-        stack = as_stack(name)
+        stack = shipped(name)
         step_profile = stacked(StepProfile.from_profile(found), shape, stack)
         done = work(step_profile, gpu, mode, stack, model.step_model)
         steps[name] = layout_step(layout, step_profile, shape, done, net, mode.tensor_flops,
@@ -258,8 +259,8 @@ def test_a_stack_is_planned_and_advised_only_on_the_layouts_it_runs(
 
     found = StepProfile.from_profile(llama8b)
     shape = ModelShape.from_profile(llama8b)
-    plain = stacked(found, shape, "hf-transformers")
-    titan = stacked(found, shape, "torchtitan")
+    plain = stacked(found, shape, shipped("hf-transformers"))
+    titan = stacked(found, shape, shipped("torchtitan"))
     assert plain.parallelism == ("data",)
     assert all(unsupported(x, plain.parallelism) is None for x, _ in sized_at(8, plain, shape, 8))
     assert all(x.tensor_parallel == 1 for x, _ in sized_at(8, plain, shape, 8))

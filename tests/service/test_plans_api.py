@@ -16,6 +16,7 @@ from service.engine.estimating.step_profile import StepProfile
 from service.engine.planning.network import network
 from service.engine.planning.step_time import layout_step
 from service.engine.planning.work import model_flops, work
+from tests.stacks import shipped
 
 GIB = 2**30
 LLAMA_70B_TRAINING = {
@@ -137,7 +138,7 @@ def test_the_same_8_gpu_layout_is_slower_on_pcie_than_on_nvswitch_by_what_the_mo
     mode = math_mode(gpu, "bf16")
     with app.app_context():
         step_model = state().estimates.model().step_model
-    done = work(sp, gpu, mode, "pytorch", step_model)
+    done = work(sp, gpu, mode, shipped("pytorch"), step_model)
     layout = Layout(tensor_parallel=8, sequence_parallel=True)
     steps = [
         layout_step(layout, sp, shape, done, network(knowledge, gpu, 8, intra), 1.0,

@@ -188,9 +188,10 @@ def _advice(
             symbols["largest_gpu"] = largest.name
     if profile is not None and top is not None and s.precision in ("fp32", "tf32"):
         model = service._built_model()
-        slow = work(profile, top.gpu, math_mode(top.gpu, s.precision), "pytorch", model.step_model)
+        stock = stacks.resolve(service.knowledge, "pytorch")
+        slow = work(profile, top.gpu, math_mode(top.gpu, s.precision), stock, model.step_model)
         if top.gpu.bf16_tflops:
-            fast = work(profile, top.gpu, math_mode(top.gpu, "bf16"), "pytorch", model.step_model)
+            fast = work(profile, top.gpu, math_mode(top.gpu, "bf16"), stock, model.step_model)
             symbols["mixed_precision_speedup"] = (slow.forward_s + slow.backward_s) / (
                 fast.forward_s + fast.backward_s
             )

@@ -22,7 +22,6 @@ the engine computes with:
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -454,18 +453,3 @@ def check_formats(stack: Stack, precision: str, weight_precision: str | None) ->
             f"{stack.id} runs {formats}; another stack: GET /v1/stacks",
             precision,
         )
-
-
-def as_stack(stack: Stack | str) -> Stack:
-    """``stack`` itself, or the shipped stack a name stands for (tests and the validation
-    of published tables name stacks; requests resolve theirs with :func:`resolve`)."""
-    if isinstance(stack, Stack):
-        return stack
-    return _shipped(stack)
-
-
-@functools.lru_cache(maxsize=64)
-def _shipped(name: str) -> Stack:
-    from knowledge import load_knowledge
-
-    return resolve(load_knowledge(), name)

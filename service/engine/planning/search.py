@@ -16,7 +16,6 @@ from service.engine.estimating.layout_memory import LayoutMemory, layouts_for, m
 from service.engine.estimating.roofline import MathMode
 from service.engine.estimating.software import (
     Stack,
-    as_stack,
 )
 from service.engine.estimating.step_profile import StepProfile
 from service.engine.planning.network import Network
@@ -251,7 +250,7 @@ def plan(
     net: Network,
     mode: MathMode,
     usable_bytes: float,
-    stack: Stack | str,
+    stack: Stack,
     count: int | None = None,
     max_count: int = 64,
     global_batch: int | None = None,
@@ -272,4 +271,4 @@ def plan(
     at = count if count is not None else smallest
     chosen = tuple(by_count.get(at, [])) if at is not None else ()
     limited = {k: v for k, v in fastest.items() if k <= max_count or k == count}
-    return Plan(at or 0, chosen, smallest, limited, net, as_stack(stack))
+    return Plan(at or 0, chosen, smallest, limited, net, stack)

@@ -19,7 +19,6 @@ from service.engine.estimating.software import (
     EIGHT_BIT,
     OPTIMIZED,
     Stack,
-    as_stack,
 )
 from service.engine.estimating.step_model import StepModel
 from service.engine.estimating.step_profile import StepProfile
@@ -126,7 +125,7 @@ def layout_inference(
     step_model: StepModel,
     net: Network,
     tensor_parallel: int,
-    stack: Stack | str,
+    stack: Stack,
     usable_bytes: float,
     weight_precision: str | None = None,
     kv_precision: str | None = None,
@@ -137,7 +136,6 @@ def layout_inference(
     once (at ``weight_precision``) and each sequence's KV cache (at ``kv_precision``,
     on average half-way through its output), and all-reduces twice per layer."""
     t = tensor_parallel
-    stack = as_stack(stack)
     memory = profile.memory
     # the bytes a weight and a cached value take in the profile (an FP8 profile computes
     # in FP8 but counts its weights and cache in 16 bits)

@@ -16,7 +16,6 @@ from service.engine.estimating.software import (
     EIGHT_BIT,
     Compute,
     Stack,
-    as_stack,
 )
 from service.engine.estimating.step_model import DEFAULT_SUITE, StepModel
 from service.engine.estimating.step_profile import StepProfile
@@ -38,13 +37,12 @@ class Work:
     host_s: float  # per optimizer step
 
 
-def stacked(profile: StepProfile, shape: ModelShape | None, stack: Stack | str) -> StepProfile:
+def stacked(profile: StepProfile, shape: ModelShape | None, stack: Stack) -> StepProfile:
     """``profile`` as ``stack`` runs it: a training step on a stack of fused kernels keeps
     the activations those kernels keep (:func:`~service.engine.estimating.layout.fused_memory`), not
     eager PyTorch's saved tensors (what the profile counts); then the stack's loss, weight
     and optimizer-state precisions and offloading
     (:func:`service.engine.estimating.software.held`)."""
-    stack = as_stack(stack)
     if not profile.trains:
         return profile
     memory = profile.memory
@@ -80,7 +78,7 @@ def work(
     profile: StepProfile,
     gpu: Gpu,
     mode: MathMode,
-    stack: Stack | str,
+    stack: Stack,
     step_model: StepModel,
     workload: str | None = None,
     suite: str = DEFAULT_SUITE,
@@ -88,7 +86,6 @@ def work(
 ) -> Work:
     """The micro-batch's work on ``gpu`` under ``stack`` (``optimized``: its compute
     constants replaced, as a fit tries them)."""
-    stack = as_stack(stack)
     if stack.step_model:
         forward = step_model.phase_gpu_s(profile, gpu, mode, workload, ["forward"])
         backward = step_model.phase_gpu_s(profile, gpu, mode, workload, ["backward"])
