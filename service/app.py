@@ -63,7 +63,7 @@ def create_app(config: Mapping[str, Any] | None = None, *, shared: Shared | None
     figures = metrics.Metrics()
     cache = metrics.CountingCache(store, figures)
     if redis is not None:
-        figures.watch_queue(lambda: _queue_depth(redis))
+        figures.watch_queue(lambda: _queue_depth(redis, settings["RIGHTSIZE_KEY_PREFIX"]))
     catalog = Catalog.load()
     # started by each gunicorn worker (service/gunicorn_conf.py); until then, inline
     compute = ComputePool(
@@ -177,9 +177,9 @@ def _local_jobs(store: Any, settings: Mapping[str, Any], traces: TraceService) -
     )
 
 
-def _queue_depth(client: Any) -> float:
+def _queue_depth(client: Any, prefix: str) -> float:
     """Jobs waiting (0 while Redis is away: the scrape must not fail)."""
     try:
-        return float(len(jobs.queue(client)))
+        return float(len(jobs.queue(client, prefix)))
     except RedisError:
         return 0.0

@@ -203,10 +203,12 @@ def worker(burst: bool) -> None:
     from service import jobs
     from service.cache import redis_client
 
-    url = load_settings()["RIGHTSIZE_REDIS_URL"]
+    settings = load_settings()
+    url = settings["RIGHTSIZE_REDIS_URL"]
     if url is None:
         raise click.ClickException("RIGHTSIZE_REDIS_URL is not set: there is no queue to work on")
-    jobs.worker(redis_client(url, timeout_s=30)).work(burst=burst)
+    client = redis_client(url, timeout_s=30)
+    jobs.worker(client, settings["RIGHTSIZE_KEY_PREFIX"]).work(burst=burst)
 
 
 @main.command()

@@ -29,20 +29,24 @@ from profiles.trace.stream import Limits, TraceFormatError
 from service.cache import RedisCache
 from service.engine.estimating.traces import Bounds, TraceOptions, ingest_file
 
-QUEUE = "rightsize"
 UPLOAD_TTL_S = 3600
 COPY_CHUNK = 8 * 2**20  # an upload goes into Redis and out of it a chunk at a time
 
 
-def queue(client: redis.Redis) -> Queue:
-    return Queue(QUEUE, connection=client, serializer=JSONSerializer)
+def queue(client: redis.Redis, prefix: str) -> Queue:
+    """The job queue of the services whose Redis keys start with ``prefix``
+    (RIGHTSIZE_KEY_PREFIX): services sharing a Redis under other prefixes, and their
+    workers, keep their work apart."""
+    return Queue(f"{prefix}jobs", connection=client, serializer=JSONSerializer)
 
 
-def worker(client: redis.Redis, simple: bool = False) -> BaseWorker:
-    """An rq worker on the queue (``simple``: runs jobs in its own process, for tests)."""
+def worker(client: redis.Redis, prefix: str, simple: bool = False) -> BaseWorker:
+    """An rq worker on the queue of ``prefix`` (``simple``: runs jobs in its own process,
+    for tests)."""
+    on = [queue(client, prefix)]
     if simple:
-        return SimpleWorker([queue(client)], connection=client, serializer=JSONSerializer)
-    return Worker([queue(client)], connection=client, serializer=JSONSerializer)
+        return SimpleWorker(on, connection=client, serializer=JSONSerializer)
+    return Worker(on, connection=client, serializer=JSONSerializer)
 
 
 class OwnerBusy(Exception):
@@ -92,7 +96,7 @@ def submit(
     client.set(upload_key, b"", ex=UPLOAD_TTL_S)
     while chunk := upload.read(COPY_CHUNK):
         client.append(upload_key, chunk)
-    job = queue(client).enqueue(
+    job = queue(client, prefix).enqueue(
         parse_trace_job,
         upload_key,
         asdict(options),
@@ -161,7 +165,7 @@ PATHS = ("KNOWLEDGE_DIR", "MODEL_DIR", "SUBMISSIONS_FILE", "PRICES_FILE")  # wha
 def _queue_model_job(client: redis.Redis, settings: dict[str, Any], func: Any, *args: Any) -> str:
     """Queue a job on the knowledge and model files (it gets their paths, then ``args``)."""
     paths = {n.lower(): settings[f"RIGHTSIZE_{n}"] for n in PATHS}
-    job = queue(client).enqueue(
+    job = queue(client, settings["RIGHTSIZE_KEY_PREFIX"]).enqueue(
         func, paths, *args, job_timeout=3600, result_ttl=7 * 86400, failure_ttl=86400
     )
     return str(job.id)

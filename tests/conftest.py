@@ -31,6 +31,10 @@ os.environ["RIGHTSIZE_SUBMISSIONS_FILE"] = str(KEYS_FILE.with_name("submissions.
 os.environ["RIGHTSIZE_PRICES_FILE"] = str(KEYS_FILE.with_name("prices.csv"))
 # the embedded store of apps made outside a test (module fixtures); each test has its own
 os.environ["RIGHTSIZE_STORE_FILE"] = str(KEYS_FILE.with_name("store.sqlite3"))
+# the performance model's cache: the tests' own, kept between sessions (its interval
+# quantiles take a while), so that nothing the user made (`rightsize validate`'s report)
+# shows through and nothing a test makes lands in the user's cache
+os.environ["RIGHTSIZE_MODEL_DIR"] = str(Path(tempfile.gettempdir()) / "rightsize-test-models")
 WRITE_KEY, _ = KeyFile(KEYS_FILE).create("tests", "write")
 
 

@@ -20,8 +20,9 @@ def catalog() -> Catalog:
 
 @pytest.fixture(scope="session")
 def model_dir() -> Path:
-    """The service's own cache (RIGHTSIZE_MODEL_DIR): the interval quantiles are computed
-    once for the whole suite, as the service does on its first build."""
+    """The model cache every app of the tests uses (RIGHTSIZE_MODEL_DIR, set by
+    tests/conftest.py): the interval quantiles are computed once, as the service does on
+    its first build."""
     return Path(load_settings()["RIGHTSIZE_MODEL_DIR"])
 
 

@@ -17,7 +17,7 @@ from tests.golden.cases import ANSWERS, send
 
 
 def first_difference(  # noqa: PLR0911
-    path: str, want: Any, got: Any, rel: float = 1e-6
+    path: str, want: Any, got: Any, rel: float = 1e-6, abs_tol: float = 1e-12
 ) -> str | None:
     if type(want) is not type(got):
         return f"{path}: {want!r} became {got!r}"
@@ -25,7 +25,7 @@ def first_difference(  # noqa: PLR0911
         for key in sorted(set(want) | set(got)):
             if key not in got or key not in want:
                 return f"{path}.{key}: {'gone' if key not in got else 'new'}"
-            found = first_difference(f"{path}.{key}", want[key], got[key], rel)
+            found = first_difference(f"{path}.{key}", want[key], got[key], rel, abs_tol)
             if found:
                 return found
         return None
@@ -33,13 +33,13 @@ def first_difference(  # noqa: PLR0911
         if len(want) != len(got):
             return f"{path}: {len(want)} items became {len(got)}"
         for i, (w, g) in enumerate(zip(want, got, strict=True)):
-            found = first_difference(f"{path}[{i}]", w, g, rel)
+            found = first_difference(f"{path}[{i}]", w, g, rel, abs_tol)
             if found:
                 return found
         return None
     if isinstance(want, float):
         # the fits sum in an order threads may change: the last digits of a float move
-        same = math.isclose(want, got, rel_tol=rel, abs_tol=1e-12)
+        same = math.isclose(want, got, rel_tol=rel, abs_tol=abs_tol)
         return None if same else f"{path}: {want!r} became {got!r}"
     return None if want == got else f"{path}: {want!r} became {got!r}"
 

@@ -185,7 +185,7 @@ class TestRetrain:
         assert queued.status_code == 202, queued.get_data(as_text=True)
         job_id = queued.get_json()["job_id"]
         assert get_json(client, f"/v1/jobs/{job_id}")["status"] == "queued"
-        jobs.worker(redis.Redis.from_url(redis_url), simple=True).work(burst=True)
+        jobs.worker(redis.Redis.from_url(redis_url), redis_prefix, simple=True).work(burst=True)
         done = get_json(client, f"/v1/jobs/{job_id}")
         assert done["status"] == "finished", done
         assert done["progress"] == "done"
@@ -225,7 +225,7 @@ def test_validation_is_queued_for_a_worker_by_an_admin(tmp_path: Path) -> None:
         assert queued.status_code == 202, queued.get_data(as_text=True)
         job = get_json(app.test_client(), queued.headers["Location"])
         assert job["status"] == "queued"
-        waiting = jobs.queue(redis.Redis.from_url(own.url)).jobs
+        waiting = jobs.queue(redis.Redis.from_url(own.url), "rightsize:").jobs
         assert [j.func_name for j in waiting] == ["service.jobs.validate_job"]
         assert waiting[0].args[0]["model_dir"] == str(tmp_path)
     finally:

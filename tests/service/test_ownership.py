@@ -203,7 +203,7 @@ class TestTraceJobs:
         problem(other.get(job_url), 404)
         problem(app.test_client().get(job_url), 404)
         assert get_json(with_key(app.test_client(), ADMIN_KEY), job_url)["status"] == "queued"
-        jobs.worker(redis.Redis.from_url(redis_url), simple=True).work(burst=True)
+        jobs.worker(redis.Redis.from_url(redis_url), redis_prefix, simple=True).work(burst=True)
         done = get_json(owner, job_url)
         assert done["status"] == "finished", done
         problem(other.get(job_url), 404)

@@ -101,7 +101,7 @@ def test_serves_through_an_outage_and_resumes(server: RedisServer, client: Flask
     assert _ready(client) == "ready"  # no restart of the app
     assert get_json(client, f"/v1/jobs/{job_id}")["status"] == "queued"
     assert get_json(client, f"/v1/profiles/{before_id}")["profile_id"] == before_id
-    jobs.worker(store, simple=True).work(burst=True)
+    jobs.worker(store, "outage:", simple=True).work(burst=True)
     finished = get_json(client, f"/v1/jobs/{job_id}")
     assert finished["status"] == "finished", finished
     assert get_json(client, finished["trace_url"])["analysis"]["steps_found"] > 0

@@ -197,7 +197,7 @@ class TestRetrainSkipsRowsItCannotUse:
         assert found.version == marker["knowledge_version"] != knowledge.version
 
     def test_the_job_result_lists_the_rows_skipped(
-        self, tmp_path: Path, redis_url: str, knowledge: Knowledge
+        self, tmp_path: Path, redis_url: str, redis_prefix: str, knowledge: Knowledge
     ) -> None:
         """Only bad rows: the refit is the curated one (its intervals are kept per
         knowledge version in the shared model folder)."""
@@ -206,10 +206,14 @@ class TestRetrainSkipsRowsItCannotUse:
         settings = load_settings()
         job_id = jobs.submit_retrain(
             redis.Redis.from_url(redis_url),
-            {**settings, "RIGHTSIZE_SUBMISSIONS_FILE": str(path)},
+            {
+                **settings,
+                "RIGHTSIZE_SUBMISSIONS_FILE": str(path),
+                "RIGHTSIZE_KEY_PREFIX": redis_prefix,
+            },
             False,
         )
-        done = _job_after_work(redis_url, job_id)
+        done = _job_after_work(redis_url, redis_prefix, job_id)
         assert done["status"] == "finished", done
         assert done["result"]["submitted_rows"] == 0
         assert done["result"]["knowledge_version"] == knowledge.version
@@ -218,11 +222,12 @@ class TestRetrainSkipsRowsItCannotUse:
         assert skipped["reason"].startswith("as_of: not before 2023-01-01")
 
 
-def _job_after_work(redis_url: str, job_id: str) -> dict[str, Any]:
-    """``GET /v1/jobs/{id}`` (an administrator's) after a worker emptied the queue."""
-    jobs.worker(redis.Redis.from_url(redis_url), simple=True).work(burst=True)
+def _job_after_work(redis_url: str, prefix: str, job_id: str) -> dict[str, Any]:
+    """``GET /v1/jobs/{id}`` (an administrator's) after a worker emptied the queue of the
+    test's own ``prefix``."""
+    jobs.worker(redis.Redis.from_url(redis_url), prefix, simple=True).work(burst=True)
     admin, _ = KeyFile(KEYS_FILE).create("admin", "admin")
-    app = create_app({"TESTING": True, "REDIS_URL": redis_url})
+    app = create_app({"TESTING": True, "REDIS_URL": redis_url, "KEY_PREFIX": prefix})
     found: dict[str, Any] = get_json(with_key(app.test_client(), admin), f"/v1/jobs/{job_id}")
     return found
 
@@ -253,7 +258,9 @@ class TestAFailedRefit:
         assert line.endswith("nothing was marked, the services keep the model they use")
         assert not SubmissionStore(tmp_path / "rows.jsonl").trained_path.exists()
 
-    def test_fails_the_job_with_the_reason(self, tmp_path: Path, redis_url: str) -> None:
+    def test_fails_the_job_with_the_reason(
+        self, tmp_path: Path, redis_url: str, redis_prefix: str
+    ) -> None:
         settings = load_settings()
         rows = tmp_path / "rows.jsonl"
         job_id = jobs.submit_retrain(
@@ -263,10 +270,11 @@ class TestAFailedRefit:
                 "RIGHTSIZE_KNOWLEDGE_DIR": str(_no_lambda_rows(tmp_path)),
                 "RIGHTSIZE_SUBMISSIONS_FILE": str(rows),
                 "RIGHTSIZE_MODEL_DIR": str(tmp_path),
+                "RIGHTSIZE_KEY_PREFIX": redis_prefix,
             },
             False,
         )
-        done = _job_after_work(redis_url, job_id)
+        done = _job_after_work(redis_url, redis_prefix, job_id)
         assert done["status"] == "failed", done
         assert done["error"]["kind"] == "retrain-failed"
         assert "nothing was marked" in done["error"]["message"]

@@ -142,7 +142,7 @@ class TestBackgroundJobs:
         job_url = accepted.get_json()["job_url"]
         assert client.get(job_url).get_json()["status"] == "queued"
         connection = redis.Redis.from_url(redis_url)
-        jobs.worker(connection, simple=True).work(burst=True)
+        jobs.worker(connection, redis_prefix, simple=True).work(burst=True)
         done = client.get(job_url).get_json()
         assert done["status"] == "finished", done
         trace = client.get(done["trace_url"])
@@ -156,7 +156,7 @@ class TestBackgroundJobs:
         client = with_key(app.test_client())
         job_url = _upload(client, b"garbage" * 20, multipart=False).get_json()["job_url"]
         connection = redis.Redis.from_url(redis_url)
-        jobs.worker(connection, simple=True).work(burst=True)
+        jobs.worker(connection, redis_prefix, simple=True).work(burst=True)
         state = client.get(job_url).get_json()
         assert state["status"] == "failed"
         assert state["error"]["kind"] == "not-json"
