@@ -31,6 +31,7 @@ from service.api import (
     traces,
 )
 from service.api.base import Api, exclusive_bounds, stated_additional_properties
+from service.api.profile_schemas import spec_variants
 from service.engine import deadline
 from service.security import BEARER
 
@@ -101,6 +102,7 @@ def init_app(app: Flask) -> Api:
     api = Api(app)
     api.ma_plugin.converter.add_attribute_function(exclusive_bounds)
     api.ma_plugin.converter.add_attribute_function(stated_additional_properties)
+    api.ma_plugin.converter.add_attribute_function(spec_variants)
     api.spec.components.security_scheme(
         BEARER,
         {"type": "http", "scheme": "bearer", "description": "an API key: rightsize keys create"},

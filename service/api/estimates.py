@@ -15,9 +15,26 @@ from service.api.base import Blueprint, StrictBoolean
 from service.api.constraints import OneSource
 from service.api.jobs import JobAcceptedSchema, accepted, no_queue
 from service.api.lookups import gpu_filter
-from service.api.plans import LayoutSchema, layout_options
+from service.api.plan_schemas import InferenceEstimateSchema, LayoutSchema, PlannedLayoutSchema
+from service.api.plans import layout_options
 from service.api.profiles import MemorySchema, model_field
+from service.api.stack_schemas import StackUsedSchema
 from service.api.traces import must_read
+from service.api.validation_llm_schemas import LlmValidationSchema, StackValidationSchema
+from service.api.validation_schemas import (
+    DeliveredInputSchema,
+    FlagshipSpeedupSchema,
+    ForwardInTimeSchema,
+    HeldInSchema,
+    HeldOutErrorsSchema,
+    IntervalCoverageSchema,
+    LeaveOneGpuOutSchema,
+    MemoryFitCheckSchema,
+    MultiGpuValidationSchema,
+    NotScoredRowSchema,
+    StepModelSummarySchema,
+    ValidationTargetSchema,
+)
 from service.engine.estimating.on_request import EstimateService
 from service.engine.owners import Reader
 from service.engine.planning.plans import body_stack, layout_estimate, serving_estimate
@@ -191,28 +208,33 @@ class EstimateSchema(Schema):
             "too)"
         },
     )
-    stack = fields.Dict(
+    stack = fields.Nested(
+        StackUsedSchema,
         metadata={
             "description": "the software stack assumed (named, else the default for the "
             "work), its properties and which the request overrode"
-        }
+        },
     )
-    layout = fields.Dict(metadata={"description": "with a layout: the layout estimated"})
-    layout_estimate = fields.Dict(
+    layout = fields.Nested(
+        LayoutSchema, metadata={"description": "with a layout: the layout estimated"}
+    )
+    layout_estimate = fields.Nested(
+        PlannedLayoutSchema,
         metadata={
             "description": "with a layout: memory per GPU by part, step breakdown (compute, "
             "recomputation, tensor/context-parallel collectives, pipeline bubble, exposed "
             "data-parallel traffic), MFU and each link's traffic"
-        }
+        },
     )
-    inference = fields.Dict(
+    inference = fields.Nested(
+        InferenceEstimateSchema,
         metadata={
             "description": "serving a generative model: time_to_first_token_s, "
             "time_per_output_token_s, output_tokens_per_s at the concurrency (by default "
             "max_concurrency, the most the KV cache holds) on one tensor-parallel group, "
             "and, without a layout, the group's size on count GPUs (the fewest that hold "
             "the weights), data_parallel replicas and all_output_tokens_per_s"
-        }
+        },
     )
 
 
@@ -287,40 +309,79 @@ class ValidationReportSchema(Schema):
         }
     )
     made_at = fields.String()
-    model = fields.Dict(metadata={"description": "the fitted step model's parameters"})
-    single_gpu = fields.Dict(
-        metadata={"description": "leave-one-GPU-out, single-GPU rows, with the per-GPU table"}
+    model = fields.Nested(
+        StepModelSummarySchema, metadata={"description": "the fitted step model's parameters"}
+    )
+    single_gpu = fields.Nested(
+        LeaveOneGpuOutSchema,
+        metadata={"description": "leave-one-GPU-out, single-GPU rows, with the per-GPU table"},
     )
     forward_in_time = fields.Dict(
+        keys=fields.String(),
+        values=fields.Nested(ForwardInTimeSchema),
         metadata={
             "description": "by year Y: fitted on GPUs released before Y, predicting those "
             "released in Y or later"
-        }
+        },
     )
-    leave_one_architecture_out = fields.Dict()
-    multi_gpu = fields.Dict(metadata={"description": "2-16 GPU rows, end to end, GPU held out"})
-    speedup_over_previous_flagship = fields.Dict(
-        metadata={"description": "predicted against measured speed-up per workload and GPU"}
+    leave_one_architecture_out = fields.Nested(
+        HeldOutErrorsSchema,
+        metadata={
+            "description": "each architecture's single-GPU rows predicted by a fit without it"
+        },
     )
-    memory_fit = fields.Dict(
-        metadata={"description": "share of the stored configurations estimated to fit"}
+    multi_gpu = fields.Nested(
+        MultiGpuValidationSchema,
+        metadata={"description": "2-16 GPU rows, end to end, GPU held out"},
     )
-    interval = fields.Dict(metadata={"description": "coverage of the 80% interval"})
-    held_in = fields.Dict()
-    input_ceilings = fields.Dict()
-    skipped = fields.List(fields.Dict())
-    llm = fields.Dict(
-        metadata={"description": "MLPerf LLM rows and the published tables (issue 11)"}
+    speedup_over_previous_flagship = fields.Nested(
+        FlagshipSpeedupSchema,
+        metadata={"description": "predicted against measured speed-up per workload and GPU"},
     )
-    stacks = fields.Dict(
+    memory_fit = fields.Nested(
+        MemoryFitCheckSchema,
+        metadata={"description": "share of the stored configurations estimated to fit"},
+    )
+    interval = fields.Nested(
+        IntervalCoverageSchema, metadata={"description": "coverage of the 80% interval"}
+    )
+    held_in = fields.Nested(
+        HeldInSchema,
+        metadata={"description": "the rows fitted on, predicted by the fit that saw them"},
+    )
+    input_ceilings = fields.Dict(
+        keys=fields.String(),
+        values=fields.Nested(DeliveredInputSchema),
+        metadata={
+            "description": "per benchmarked workload, what the stored hosts' input pipelines "
+            "delivered"
+        },
+    )
+    skipped = fields.List(
+        fields.Nested(NotScoredRowSchema),
+        metadata={"description": "benchmark rows the model could not use, with the reason"},
+    )
+    llm = fields.Nested(
+        LlmValidationSchema,
+        metadata={"description": "MLPerf LLM rows and the published tables (issue 11)"},
+    )
+    stacks = fields.Nested(
+        StackValidationSchema,
         metadata={
             "description": "the named stacks on their maintainers' published runs, each "
             "predicted by a fit that left its publication out: per stack and kind (training "
             "throughput, peak memory, serving throughput and latency) the median and worst "
             "error, the worst rows with their cause, and the rows not scored"
-        }
+        },
     )
-    targets = fields.Dict()
+    targets = fields.Dict(
+        keys=fields.String(),
+        values=fields.Nested(ValidationTargetSchema),
+        metadata={
+            "description": "per headline figure (TARGETS in "
+            "service/engine/validating/validation.py): target, value, met"
+        },
+    )
     seconds = fields.Float()
 
 

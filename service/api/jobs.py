@@ -11,6 +11,7 @@ from marshmallow import Schema, fields
 
 from service import jobs
 from service.api.base import Blueprint
+from service.api.described import text
 from service.errors import NotFound, Unavailable
 from service.keys import allows
 from service.security import caller
@@ -19,12 +20,20 @@ from service.state import state
 blp = Blueprint("jobs", __name__, url_prefix="/v1/jobs", description="Background jobs")
 
 
+class JobErrorSchema(Schema):
+    kind = text("what failed: the trace reader's kind of problem (not-a-trace, ...), "
+                "retrain-failed, or failed")  # fmt: skip
+    message = text("what went wrong, in words")
+
+
 class JobSchema(Schema):
     job_id = fields.String()
     status = fields.String(metadata={"description": "queued, started, finished, failed, ..."})
     trace_id = fields.String()
     trace_url = fields.String()
-    error = fields.Dict(metadata={"description": "why the job failed: kind and message"})
+    error = fields.Nested(
+        JobErrorSchema, metadata={"description": "why the job failed: kind and message"}
+    )
     progress = fields.String(metadata={"description": "the step a running job is at"})
     result = fields.Dict(metadata={"description": "what a finished retrain produced"})
 

@@ -15,57 +15,20 @@ from service.api.answers import answer_version, cached
 from service.api.base import Blueprint, StrictBoolean
 from service.api.constraints import OneSource
 from service.api.lookups import gpu_filter
+from service.api.plan_schemas import (
+    InferenceOptionSchema,
+    LayoutAtCountSchema,
+    OtherLinksSchema,
+    PlanNetworkSchema,
+    RankedLayoutSchema,
+)
 from service.api.profiles import model_field
-from service.engine.estimating.layout import CHECKPOINTING, OFFLOAD
+from service.api.stack_schemas import StackUsedSchema
 from service.engine.planning.plans import plan_request
 from service.engine.planning.serving import WEIGHT_PRECISIONS
 from service.state import estimates_for, state
 
 blp = Blueprint("plans", __name__, url_prefix="/v1", description="Parallel layouts")
-
-
-def _degree(description: str) -> fields.Integer:
-    return fields.Integer(
-        load_default=1,
-        validate=validate.Range(1, 4096),
-        strict=True,
-        metadata={"description": description},
-    )
-
-
-class LayoutSchema(Schema):
-    """How a run is split over GPUs (Megatron-LM / DeepSpeed / FSDP terms)."""
-
-    data_parallel = _degree("replicas of the model")
-    tensor_parallel = _degree("GPUs each layer is split over (inside one node)")
-    pipeline_parallel = _degree("stages the layers are split into")
-    context_parallel = _degree("GPUs each sequence is split over")
-    zero_stage = fields.Integer(
-        load_default=0,
-        strict=True,
-        validate=validate.OneOf([0, 1, 2, 3]),
-        metadata={"description": "ZeRO stage; FSDP full shard = 3, shard-grad-op = 2"},
-    )
-    sequence_parallel = StrictBoolean(load_default=False)
-    activation_checkpointing = fields.String(
-        load_default="none", validate=validate.OneOf(CHECKPOINTING)
-    )
-    micro_batch_size = _degree("sequences (samples) per micro-batch per replica")
-    gradient_accumulation = _degree("micro-batches per optimizer step")
-    offload = fields.String(
-        load_default="none",
-        validate=validate.OneOf(OFFLOAD),
-        metadata={"description": "optimizer states (ZeRO-Offload) or parameters too"},
-    )
-    virtual_stages = _degree("interleaved pipeline: model chunks per stage")
-    ends_as_layers = StrictBoolean(
-        load_default=False,
-        metadata={
-            "description": "the pipeline split counts the embedding and the loss as a layer "
-            "each: the first and last stages hold one layer fewer (Megatron-LM's "
-            "account_for_embedding_in_pipeline_split; Llama 3)"
-        },
-    )
 
 
 class InterconnectChoiceSchema(Schema):
@@ -209,14 +172,16 @@ class PlanRequestSchema(OneSource, Schema.from_dict(layout_options())):  # type:
 
 class PlanSchema(Schema):
     gpu = fields.String()
-    stack = fields.Dict(metadata={"description": "the stack assumed, with its properties"})
+    stack = fields.Nested(
+        StackUsedSchema, metadata={"description": "the stack assumed, with its properties"}
+    )
     task = fields.String()
     count = fields.Integer(metadata={"description": "the count the layouts are ranked at"})
     smallest_count = fields.Integer(
         allow_none=True, metadata={"description": "fewest GPUs (a power of two) a layout fits"}
     )
     layouts = fields.List(
-        fields.Dict(),
+        fields.Nested(RankedLayoutSchema),
         metadata={
             "description": "ranked: fitting first, then by throughput; each with its layout, "
             "memory per GPU and headroom, step time, throughput, MFU, bound, breakdown and "
@@ -224,19 +189,27 @@ class PlanSchema(Schema):
         },
     )
     layouts_total = fields.Integer()
-    fastest_by_count = fields.List(fields.Dict())
+    fastest_by_count = fields.List(
+        fields.Nested(LayoutAtCountSchema),
+        metadata={
+            "description": "the fastest fitting layout at each power of two up to max_count "
+            "(and at count); where none fits, only count and fits"
+        },
+    )
     on_other_links = fields.List(
-        fields.Dict(),
+        fields.Nested(OtherLinksSchema),
         metadata={"description": "the best layout's step on other links, and what it loses"},
     )
     inference = fields.List(
-        fields.Dict(),
+        fields.Nested(InferenceOptionSchema),
         metadata={
             "description": "inference: per tensor-parallel group, time to first token, time "
             "per output token, throughput at the concurrency and the KV cache's limit on it"
         },
     )
-    interconnect = fields.Dict()
+    interconnect = fields.Nested(
+        PlanNetworkSchema, metadata={"description": "the links the layouts run over"}
+    )
     profile_id = fields.String(allow_none=True)
     assumptions = fields.List(fields.String())
     knowledge_version = fields.String()

@@ -10,6 +10,7 @@ from marshmallow import Schema, fields
 from profiles.description import FAMILIES
 from profiles.workload import WorkloadSchema
 from service.api.base import Blueprint
+from service.api.profile_schemas import ProfileModelSchema, ResolvedWorkloadSchema
 from service.errors import NotFound
 from service.state import state
 
@@ -107,8 +108,14 @@ class ProfileSchema(Schema):
     profile_id = fields.String(metadata={"description": "content hash of the request"})
     profiler_version = fields.String()
     cached = fields.Boolean(metadata={"description": "served from the cache"})
-    model = fields.Dict(metadata={"description": "resolved model: name, family, spec, counts"})
-    workload = fields.Dict(metadata={"description": "the workload with every default filled in"})
+    model = fields.Nested(
+        ProfileModelSchema,
+        metadata={"description": "resolved model: name, family, spec, counts"},
+    )
+    workload = fields.Nested(
+        ResolvedWorkloadSchema,
+        metadata={"description": "the workload with every default filled in"},
+    )
     samples_per_step = fields.Integer()
     tokens_per_step = fields.Integer()
     flops = fields.Dict(keys=fields.String(), values=fields.Float(allow_none=True))

@@ -9,190 +9,176 @@ from __future__ import annotations
 
 from marshmallow import Schema, fields
 
-
-def _num(description: str, none: bool = False) -> fields.Float:
-    return fields.Float(allow_none=none, metadata={"description": description})
-
-
-def _int(description: str, none: bool = False) -> fields.Integer:
-    return fields.Integer(allow_none=none, metadata={"description": description})
-
-
-def _str(description: str, none: bool = False) -> fields.String:
-    return fields.String(allow_none=none, metadata={"description": description})
-
-
-def _bool(description: str) -> fields.Boolean:
-    return fields.Boolean(metadata={"description": description})
+from service.api.described import flag, integer, number, text
 
 
 class ReasonSchema(Schema):
-    rule = _str("the rule's id (GET /v1/rules)")
-    effect = _str("exclude, penalise, warn or advise")
-    message = _str("what the rule says of this candidate")
-    source = _str("where the rule's figure or claim comes from")
-    as_of = _str("the source's date (ISO)")
+    rule = text("the rule's id (GET /v1/rules)")
+    effect = text("exclude, penalise, warn or advise")
+    message = text("what the rule says of this candidate")
+    source = text("where the rule's figure or claim comes from")
+    as_of = text("the source's date (ISO)")
 
 
 class DeploymentSchema(Schema):
-    kind = _str("cloud or on-premise")
-    provider = _str("the cloud provider, or on-premise")
-    instance_type = _str("the cloud instance type (null on premise)", True)
-    server_design = _str(
+    kind = text("cloud or on-premise")
+    provider = text("the cloud provider, or on-premise")
+    instance_type = text("the cloud instance type (null on premise)", True)
+    server_design = text(
         "on premise: workstation, pcie_4gpu, pcie_8gpu or hgx_8gpu (null in the cloud)", True
     )
-    region = _str("the region whose price and grid it uses (null on premise)", True)
-    pricing = _str("on_demand, spot, reserved or owned")
-    instances = _int("instances (or servers) the GPUs take")
-    gpus_per_instance = _int("GPUs in one instance or server")
-    vcpus_per_instance = _num("the host's vCPUs in one instance or server")
-    memory_gib_per_instance = _num("the host's memory in one instance or server, GiB")
-    marketplace = _bool("hosts rented on a marketplace: no shared fabric, may go away")
-    cluster_network = _bool("its instances can be placed on one cluster network")
+    region = text("the region whose price and grid it uses (null on premise)", True)
+    pricing = text("on_demand, spot, reserved or owned")
+    instances = integer("instances (or servers) the GPUs take")
+    gpus_per_instance = integer("GPUs in one instance or server")
+    vcpus_per_instance = number("the host's vCPUs in one instance or server")
+    memory_gib_per_instance = number("the host's memory in one instance or server, GiB")
+    marketplace = flag("hosts rented on a marketplace: no shared fabric, may go away")
+    cluster_network = flag("its instances can be placed on one cluster network")
 
 
 class LinkSchema(Schema):
-    scope = _str("inside (between the GPUs of one instance or server) or between (instances)")
-    id = _str("the link's id")
-    name = _str("the link, as named")
-    gb_per_s = _num("bandwidth per direction, GB/s: per GPU inside, per instance between")
-    rdma = _bool("GPU memory reaches it without the host's TCP stack (peer-to-peer inside)")
-    source = _str("where the figure comes from")
-    as_of = _str("the source's date (ISO)", True)
-    notes = _str("how it was read or assumed", True)
+    scope = text("inside (between the GPUs of one instance or server) or between (instances)")
+    id = text("the link's id")
+    name = text("the link, as named")
+    gb_per_s = number("bandwidth per direction, GB/s: per GPU inside, per instance between")
+    rdma = flag("GPU memory reaches it without the host's TCP stack (peer-to-peer inside)")
+    source = text("where the figure comes from")
+    as_of = text("the source's date (ISO)", True)
+    notes = text("how it was read or assumed", True)
 
 
 class LayoutAnswerSchema(Schema):
-    data_parallel = _int("model replicas")
-    tensor_parallel = _int("GPUs each layer is split over (inside one instance)")
-    pipeline_parallel = _int("pipeline stages", True)
-    context_parallel = _int("GPUs each sequence is split over", True)
-    zero_stage = _int("ZeRO stage (3: fully sharded)", True)
+    data_parallel = integer("model replicas")
+    tensor_parallel = integer("GPUs each layer is split over (inside one instance)")
+    pipeline_parallel = integer("pipeline stages", True)
+    context_parallel = integer("GPUs each sequence is split over", True)
+    zero_stage = integer("ZeRO stage (3: fully sharded)", True)
     sequence_parallel = fields.Boolean(allow_none=True)
-    activation_checkpointing = _str("none, selective or full", True)
-    micro_batch_size = _int("samples per micro-batch per replica", True)
-    gradient_accumulation = _int("micro-batches per optimizer step", True)
-    offload = _str("none, optimizer or parameters", True)
-    virtual_stages = _int("interleaved pipeline chunks per stage", True)
+    activation_checkpointing = text("none, selective or full", True)
+    micro_batch_size = integer("samples per micro-batch per replica", True)
+    gradient_accumulation = integer("micro-batches per optimizer step", True)
+    offload = text("none, optimizer or parameters", True)
+    virtual_stages = integer("interleaved pipeline chunks per stage", True)
     ends_as_layers = fields.Boolean(allow_none=True)
-    weight_precision = _str("serving: the weights' precision", True)
-    kv_precision = _str("serving: the KV cache's precision", True)
-    batch_size = _int("serving a model without decoding: requests per batch", True)
+    weight_precision = text("serving: the weights' precision", True)
+    kv_precision = text("serving: the KV cache's precision", True)
+    batch_size = integer("serving a model without decoding: requests per batch", True)
 
 
 class ServingSchema(Schema):
-    time_to_first_token_s = _num("one request's prefill, s", True)
-    time_per_output_token_s = _num("one decode step at the concurrency, s", True)
-    inter_token_latency_s = _num(
+    time_to_first_token_s = number("one request's prefill, s", True)
+    time_per_output_token_s = number("one decode step at the concurrency, s", True)
+    inter_token_latency_s = number(
         "between two tokens of a request, the prefills of joining requests interleaved "
         "(continuous batching), s",
         True,
     )
-    concurrency = _num("sequences decoded together", True)
-    max_concurrency = _num("the most sequences the KV cache holds beside the weights", True)
-    requests_per_s = _num("requests a second over all replicas", True)
-    batch_latency_s = _num("a batch's latency (models without decoding), s", True)
+    concurrency = number("sequences decoded together", True)
+    max_concurrency = number("the most sequences the KV cache holds beside the weights", True)
+    requests_per_s = number("requests a second over all replicas", True)
+    batch_latency_s = number("a batch's latency (models without decoding), s", True)
 
 
 class MemoryPartsSchema(Schema):
     """What one GPU holds, GiB, by part: the parts sum to ``memory_per_gpu_gib``."""
 
-    parameters = _num("weights (serving: at the weights' precision)")
-    gradients = _num("gradients", True)
-    optimizer_states = _num("optimizer states and master weights", True)
-    activations = _num("activations kept for the backward pass (and their recomputation)", True)
-    kv_cache = _num("the KV cache (serving and decoding)", True)
-    other = _num("temporaries at the peak, gathered parameters, the CUDA context, less what "
+    parameters = number("weights (serving: at the weights' precision)")
+    gradients = number("gradients", True)
+    optimizer_states = number("optimizer states and master weights", True)
+    activations = number("activations kept for the backward pass (and their recomputation)", True)
+    kv_cache = number("the KV cache (serving and decoding)", True)
+    other = number("temporaries at the peak, gathered parameters, the CUDA context, less what "
                  "is freed before the peak")  # fmt: skip
 
 
 class StepPartsSchema(Schema):
     """A training step's seconds by part (they may overlap: the step is not their sum)."""
 
-    compute = _num("forward, backward (and recomputation) and the optimizer on the GPU")
-    communication = _num("tensor-, context-, pipeline- and data-parallel traffic not hidden")
-    pipeline_bubble = _num("pipeline stages waiting")
-    host = _num("launching kernels and the host's own work")
-    input = _num("what feeding the samples adds when the host's input rate is the ceiling")
+    compute = number("forward, backward (and recomputation) and the optimizer on the GPU")
+    communication = number("tensor-, context-, pipeline- and data-parallel traffic not hidden")
+    pipeline_bubble = number("pipeline stages waiting")
+    host = number("launching kernels and the host's own work")
+    input = number("what feeding the samples adds when the host's input rate is the ceiling")
 
 
 class EstimateAnswerSchema(Schema):
-    step_time_s = _num("one optimizer step (training) or one request's latency (serving), s")
-    samples_per_s = _num("samples (or requests) a second over all GPUs, the host's input "
+    step_time_s = number("one optimizer step (training) or one request's latency (serving), s")
+    samples_per_s = number("samples (or requests) a second over all GPUs, the host's input "
                          "ceiling applied")  # fmt: skip
-    hours_per_unit = _num("wall-clock hours per unit of work (the whole job, see job)")
-    unit = _str("job, or a million samples or requests when the workload has no dataset")
-    bound = _str("what bounds it: compute, data_parallel_communication, input, host, ...")
-    memory_per_gpu_gib = _num("memory its layout needs on each GPU, GiB", True)
-    memory_headroom = _num("share of the GPU's usable memory left", True)
-    mfu = _num("model FLOPs utilisation of the step (training), at the rate achieved", True)
+    hours_per_unit = number("wall-clock hours per unit of work (the whole job, see job)")
+    unit = text("job, or a million samples or requests when the workload has no dataset")
+    bound = text("what bounds it: compute, data_parallel_communication, input, host, ...")
+    memory_per_gpu_gib = number("memory its layout needs on each GPU, GiB", True)
+    memory_headroom = number("share of the GPU's usable memory left", True)
+    mfu = number("model FLOPs utilisation of the step (training), at the rate achieved", True)
     serving = fields.Nested(ServingSchema, allow_none=True)
     memory_gib = fields.Nested(MemoryPartsSchema, allow_none=True)
     step_parts_s = fields.Nested(StepPartsSchema, allow_none=True)
 
 
 class JobTimeSchema(Schema):
-    hours = _num("wall-clock hours to the result: the sum of the parts below")
-    start_up_hours = _num("provisioning, boot and image, and pretrained weights downloaded")
-    staging_hours = _num("the dataset copied onto the instances")
-    steps_hours = _num("the training steps (or the requests served)")
-    checkpoint_hours = _num("writing checkpoints (the last one included)")
-    restart_hours = _num("expected time lost to interruptions: restarts and lost work")
-    expected_restarts = _num("interruptions expected over the job")
-    checkpoints = _int("checkpoints written")
-    checkpoint_interval_hours = _num("hours between checkpoints (0: not training)")
-    unit = _str("job, or a million samples or requests")
+    hours = number("wall-clock hours to the result: the sum of the parts below")
+    start_up_hours = number("provisioning, boot and image, and pretrained weights downloaded")
+    staging_hours = number("the dataset copied onto the instances")
+    steps_hours = number("the training steps (or the requests served)")
+    checkpoint_hours = number("writing checkpoints (the last one included)")
+    restart_hours = number("expected time lost to interruptions: restarts and lost work")
+    expected_restarts = number("interruptions expected over the job")
+    checkpoints = integer("checkpoints written")
+    checkpoint_interval_hours = number("hours between checkpoints (0: not training)")
+    unit = text("job, or a million samples or requests")
 
 
 class UsageAnswerSchema(Schema):
-    gpu_hours_per_month = _num("GPU-hours a month the costs assume")
-    horizon_months = _int("months the horizon cost covers")
+    gpu_hours_per_month = number("GPU-hours a month the costs assume")
+    horizon_months = integer("months the horizon cost covers")
 
 
 class CostAnswerSchema(Schema):
-    per_unit_usd = _num("what one job (or unit of work) costs, as billed")
-    usd_per_gpu_hour = _num("per GPU-hour used (whole instances paid)")
-    monthly_usd = _num("what the usage costs a month")
-    horizon_usd = _num("what it costs over the horizon")
-    capital_usd = _num("purchase cost on premise (GPUs, servers, fabric); 0 in the cloud")
-    break_even_gpu_hours_per_month = _num(
+    per_unit_usd = number("what one job (or unit of work) costs, as billed")
+    usd_per_gpu_hour = number("per GPU-hour used (whole instances paid)")
+    monthly_usd = number("what the usage costs a month")
+    horizon_usd = number("what it costs over the horizon")
+    capital_usd = number("purchase cost on premise (GPUs, servers, fabric); 0 in the cloud")
+    break_even_gpu_hours_per_month = number(
         "monthly GPU-hours above which owning beats renting, or null", True
     )
     usage = fields.Nested(UsageAnswerSchema, allow_none=True)
 
 
 class EnergySchema(Schema):
-    kwh = _num("energy the job draws, kWh, PUE included")
-    kg_co2e = _num("the job's emissions, kg CO2e, at the region's grid intensity")
-    gpu_watts = _num("each GPU's mean draw while stepping, W")
-    host_watts_per_gpu = _num("the host's draw per GPU slot, W")
-    pue = _num("the data centre's power usage effectiveness")
-    pue_source = _str("where the PUE comes from")
-    grid_g_co2e_per_kwh = _num("the grid's carbon intensity, g CO2e per kWh")
-    grid_source = _str("where the grid intensity comes from")
+    kwh = number("energy the job draws, kWh, PUE included")
+    kg_co2e = number("the job's emissions, kg CO2e, at the region's grid intensity")
+    gpu_watts = number("each GPU's mean draw while stepping, W")
+    host_watts_per_gpu = number("the host's draw per GPU slot, W")
+    pue = number("the data centre's power usage effectiveness")
+    pue_source = text("where the PUE comes from")
+    grid_g_co2e_per_kwh = number("the grid's carbon intensity, g CO2e per kWh")
+    grid_source = text("where the grid intensity comes from")
 
 
 class OfferAnswerSchema(Schema):
-    offer_id = _str("provider:instance_type")
-    provider = _str("the cloud provider")
-    instance_type = _str("the instance type")
-    region = _str("the region priced")
-    catalog_date = _str("the price catalog's date")
-    source = _str("the price's source")
-    pricing = _str("on_demand, spot or reserved")
-    gpus_per_instance = _num("GPUs in one instance")
-    instances = _int("instances taken")
-    usd_per_gpu_hour = _num("per GPU-hour used, whole instances paid")
-    monthly_usd = _num("what the usage costs a month")
-    horizon_usd = _num("over the horizon")
+    offer_id = text("provider:instance_type")
+    provider = text("the cloud provider")
+    instance_type = text("the instance type")
+    region = text("the region priced")
+    catalog_date = text("the price catalog's date")
+    source = text("the price's source")
+    pricing = text("on_demand, spot or reserved")
+    gpus_per_instance = number("GPUs in one instance")
+    instances = integer("instances taken")
+    usd_per_gpu_hour = number("per GPU-hour used, whole instances paid")
+    monthly_usd = number("what the usage costs a month")
+    horizon_usd = number("over the horizon")
 
 
 class RecommendedSchema(Schema):
-    rank = _int("1 is the first answer")
-    gpu = _str("GPU id")
-    gpu_name = _str("GPU name")
-    count = _int("GPUs in all")
-    vram_gib = _num("one GPU's memory, GiB")
+    rank = integer("1 is the first answer")
+    gpu = text("GPU id")
+    gpu_name = text("GPU name")
+    count = integer("GPUs in all")
+    vram_gib = number("one GPU's memory, GiB")
     deployment = fields.Nested(DeploymentSchema)
     links = fields.List(fields.Nested(LinkSchema), metadata={"description": "inside, between"})
     layout = fields.Nested(LayoutAnswerSchema, allow_none=True)
@@ -201,13 +187,13 @@ class RecommendedSchema(Schema):
     cost = fields.Nested(CostAnswerSchema)
     energy = fields.Nested(EnergySchema)
     offer = fields.Nested(OfferAnswerSchema, allow_none=True)
-    score = _num("the objective's figure the ranking used (lower is better)")
+    score = number("the objective's figure the ranking used (lower is better)")
     reasons = fields.List(fields.Nested(ReasonSchema))
-    pareto = _bool("no other candidate is both faster and cheaper per unit of work")
+    pareto = flag("no other candidate is both faster and cheaper per unit of work")
 
 
 class ExcludedSchema(Schema):
-    gpu = _str("GPU id")
+    gpu = text("GPU id")
     reasons = fields.List(fields.Nested(ReasonSchema))
 
 
@@ -216,13 +202,13 @@ class AdviceSchema(ReasonSchema):
 
 
 class TcoEnergySchema(Schema):
-    kwh_per_month = _num("energy the usage draws a month, kWh, PUE included")
-    kg_co2e_per_month = _num("its emissions a month, kg CO2e")
-    kg_co2e_horizon = _num("over the horizon, kg CO2e")
-    pue = _num("the data centre's PUE")
-    pue_source = _str("where the PUE comes from")
-    grid_g_co2e_per_kwh = _num("the grid's carbon intensity, g CO2e per kWh")
-    grid_source = _str("where it comes from")
+    kwh_per_month = number("energy the usage draws a month, kWh, PUE included")
+    kg_co2e_per_month = number("its emissions a month, kg CO2e")
+    kg_co2e_horizon = number("over the horizon, kg CO2e")
+    pue = number("the data centre's PUE")
+    pue_source = text("where the PUE comes from")
+    grid_g_co2e_per_kwh = number("the grid's carbon intensity, g CO2e per kWh")
+    grid_source = text("where it comes from")
 
 
 class TcoEnergiesSchema(Schema):
@@ -231,43 +217,43 @@ class TcoEnergiesSchema(Schema):
 
 
 class TcoUsageSchema(Schema):
-    gpu_hours_per_month = _num("GPU-hours a month across all the GPUs")
-    horizon_months = _int("months")
-    pattern = _str("steady or bursty")
-    peak_to_average = _num("bursty: peak over mean")
-    interruptible = _bool("checkpointed work that may run on spot")
-    baseline_share = _num("share of the hours that is a steady baseline")
+    gpu_hours_per_month = number("GPU-hours a month across all the GPUs")
+    horizon_months = integer("months")
+    pattern = text("steady or bursty")
+    peak_to_average = number("bursty: peak over mean")
+    interruptible = flag("checkpointed work that may run on spot")
+    baseline_share = number("share of the hours that is a steady baseline")
 
 
 class OnPremCostSchema(Schema):
-    count = _int("GPUs owned")
-    capital_usd = _num("GPUs, server slots and fabric")
-    monthly_fixed_usd = _num("depreciation, staff and colocation: paid busy or idle")
-    energy_usd_per_gpu_hour = _num("energy per GPU-hour used")
-    monthly_usd = _num("what the usage costs a month")
-    horizon_usd = _num("over the horizon")
-    cost_per_gpu_hour_usd = _num("per GPU-hour used")
-    utilisation = _num("GPU-hours used over GPU-hours owned")
+    count = integer("GPUs owned")
+    capital_usd = number("GPUs, server slots and fabric")
+    monthly_fixed_usd = number("depreciation, staff and colocation: paid busy or idle")
+    energy_usd_per_gpu_hour = number("energy per GPU-hour used")
+    monthly_usd = number("what the usage costs a month")
+    horizon_usd = number("over the horizon")
+    cost_per_gpu_hour_usd = number("per GPU-hour used")
+    utilisation = number("GPU-hours used over GPU-hours owned")
 
 
 class TcoCloudSchema(OfferAnswerSchema):
-    cost_per_gpu_hour_usd = _num("per GPU-hour used (the same as usd_per_gpu_hour)")
+    cost_per_gpu_hour_usd = number("per GPU-hour used (the same as usd_per_gpu_hour)")
 
 
 class HybridSchema(Schema):
-    owned_count = _int("GPUs owned for the baseline")
-    owned_gpu_hours_per_month = _num("GPU-hours a month on the owned GPUs")
-    rented_gpu_hours_per_month = _num("GPU-hours a month rented")
-    monthly_usd = _num("what the mix costs a month")
-    horizon_usd = _num("over the horizon")
+    owned_count = integer("GPUs owned for the baseline")
+    owned_gpu_hours_per_month = number("GPU-hours a month on the owned GPUs")
+    rented_gpu_hours_per_month = number("GPU-hours a month rented")
+    monthly_usd = number("what the mix costs a month")
+    horizon_usd = number("over the horizon")
     cloud = fields.Nested(OfferAnswerSchema)
     on_premise = fields.Nested(OnPremCostSchema)
 
 
 class CostParameterSchema(Schema):
-    name = _str("the parameter's short name (what onprem overrides)")
-    id = _str("its knowledge id")
-    value = _num("its value")
-    unit = _str("its unit")
-    source = _str("where it comes from ('request' where overridden)")
-    as_of = _str("its date (ISO), or 'request'")
+    name = text("the parameter's short name (what onprem overrides)")
+    id = text("its knowledge id")
+    value = number("its value")
+    unit = text("its unit")
+    source = text("where it comes from ('request' where overridden)")
+    as_of = text("its date (ISO), or 'request'")

@@ -31,6 +31,7 @@ from service.api.recommendation_schemas import (
     TcoEnergiesSchema,
     TcoUsageSchema,
 )
+from service.api.stack_schemas import StackUsedSchema
 from service.api.traces import must_read
 from service.engine.deciding import candidate, cost, presentation, rank
 from service.engine.errors import NotFound
@@ -201,7 +202,8 @@ class RecommendationSchema(Schema):
     advice = fields.List(fields.Nested(AdviceSchema), metadata={"description": "fixes first"})
     summary = fields.String(metadata={"description": "markdown, at most 1,200 characters"})
     assumptions = fields.List(fields.String())
-    stack = fields.Dict(
+    stack = fields.Nested(
+        StackUsedSchema,
         allow_none=True,
         metadata={"description": "the software stack assumed, with its properties and "
                   "which the request overrode (null for a trace, projected as it ran)"},

@@ -10,6 +10,12 @@ from marshmallow import Schema, fields, validate
 from knowledge.stack_schemas import LIST_VALUES, PROPERTIES, TASKS
 from service.api.answers import memoised
 from service.api.base import Blueprint
+from service.api.stack_schemas import (
+    StackComputeSchema,
+    StackPropertiesSchema,
+    StackPropertyValuesSchema,
+    StackServingSchema,
+)
 from service.errors import NotFound
 from service.state import state
 
@@ -38,19 +44,29 @@ class StackSchema(Schema):
     )  # fmt: skip
     version = fields.String(metadata={"description": "the versions its properties were read at"})
     as_of = fields.Date()
-    properties = fields.Dict(
+    properties = fields.Nested(
+        StackPropertiesSchema,
         metadata={"description": "what the stack does by default; a request overrides any "
                   "of them in stack_options"},
     )  # fmt: skip
-    compute = fields.Dict(metadata={"description": "fitted constants, with their fit"})
-    serving = fields.Dict(metadata={"description": "fitted serving constants, with their fit"})
+    compute = fields.Nested(
+        StackComputeSchema,
+        metadata={"description": "training constants fitted on its published runs, with "
+                  "their fit (empty: the defaults)"},
+    )  # fmt: skip
+    serving = fields.Nested(
+        StackServingSchema,
+        metadata={"description": "serving constants fitted on its published runs, with "
+                  "their fit (empty: the defaults)"},
+    )  # fmt: skip
     sources = fields.List(fields.String())
 
 
 class StackListSchema(Schema):
     stacks = fields.List(fields.Nested(StackSchema))
-    properties = fields.Dict(
-        metadata={"description": "each property's allowed values (stack_options takes them)"}
+    properties = fields.Nested(
+        StackPropertyValuesSchema,
+        metadata={"description": "each property's allowed values (stack_options takes them)"},
     )
     knowledge_version = fields.String()
 

@@ -17,6 +17,12 @@ from profiles.trace.stream import TraceFormatError
 from service import jobs
 from service.api.base import Blueprint
 from service.api.jobs import JobAcceptedSchema, accepted
+from service.api.trace_schemas import (
+    GpuProjectionSchema,
+    TraceAdviceSchema,
+    TraceAnalysisSchema,
+    TraceEfficiencySchema,
+)
 from service.engine.estimating.traces import TraceOptions
 from service.errors import ApiError, InvalidInput, NotFound, PayloadTooLarge, TooManyRequests
 from service.local_jobs import OwnerBusy
@@ -76,20 +82,23 @@ class TraceFormatProblem(ApiError):
 class TraceSchema(Schema):
     trace_id = fields.String()
     reference_gpu_id = fields.String(allow_none=True)
-    analysis = fields.Dict(
+    analysis = fields.Nested(
+        TraceAnalysisSchema,
         metadata={
             "description": "steps, GPU time by kind, idle by cause, "
             "kernels, FLOPs, memory (times in µs)"
-        }
+        },
     )
-    efficiency = fields.Dict(
+    efficiency = fields.Nested(
+        TraceEfficiencySchema,
         metadata={
             "description": "achieved TFLOPS (from recorded FLOPs or the attached profile) "
             "and their fraction of the reference GPU's peak"
-        }
+        },
     )
     advice = fields.List(
-        fields.Dict(), metadata={"description": "software fixes, predicted effect"}
+        fields.Nested(TraceAdviceSchema),
+        metadata={"description": "software fixes, predicted effect"},
     )
     options = fields.Dict(
         metadata={
@@ -120,7 +129,10 @@ class ProjectionSchema(Schema):
     trace_id = fields.String()
     reference_gpu_id = fields.String()
     reference_step_time_us = fields.Float()
-    projections = fields.List(fields.Dict())
+    projections = fields.List(
+        fields.Nested(GpuProjectionSchema),
+        metadata={"description": "the traced step on each target GPU, in the order asked"},
+    )
     assumptions = fields.List(fields.String())
     knowledge_version = fields.String()
 
