@@ -10,8 +10,6 @@ depends on, so a new knowledge version, retrain or model version never serves an
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
@@ -23,6 +21,7 @@ from service.api.base import schema_instance
 from service.cache import MemoryCache
 from service.engine.estimating.model import MODEL_VERSION
 from service.engine.estimating.on_request import EstimateService
+from service.engine.requests import request_digest
 from service.state import state
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -33,9 +32,7 @@ def cached(
 ) -> Response:
     """The answer to this request: from the cache, or ``compute()``d, dumped and kept."""
     st = state()
-    canonical = json.dumps(request.get_json(), sort_keys=True, separators=(",", ":"))
-    digest = hashlib.sha256(f"{depends_on}\0{canonical}".encode()).hexdigest()[:32]
-    key = f"{kind}:{digest}"
+    key = f"{kind}:{request_digest(request.get_json(), depends_on)}"
     hit = st.cache.get(key)
     if hit is None:
         hit = current_app.json.dumps(schema_instance(schema).dump(compute())).encode()

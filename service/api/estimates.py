@@ -35,10 +35,8 @@ from service.api.validation_schemas import (
     StepModelSummarySchema,
     ValidationTargetSchema,
 )
-from service.engine.estimating.on_request import EstimateService
-from service.engine.owners import Reader
-from service.engine.planning.plans import body_stack, layout_estimate, serving_estimate
-from service.errors import InvalidInput, NotFound
+from service.engine.planning.estimates import check_traced, estimate_request
+from service.errors import NotFound
 from service.security import reader
 from service.state import estimates_for, state
 
@@ -238,10 +236,6 @@ class EstimateSchema(Schema):
     )
 
 
-# request fields only the layout model reads (a plain estimate gets data parallel over count)
-LAYOUT_ONLY = ("interconnect", "weight_precision", "kv_precision", "concurrency")
-
-
 @blp.route("/estimates")
 class Estimates(MethodView):
     @blp.arguments(EstimateRequestSchema)
@@ -255,46 +249,10 @@ class Estimates(MethodView):
         gpu_filter(knowledge, body["gpu"], location="json")
         service = estimates_for(body)
         if body.get("trace_id"):  # the cache keys on the request: the trace is its owner's
-            _as_traced(body)
+            check_traced(body)
             must_read(body["trace_id"])
-        compute = functools.partial(_estimate, service, body, reader())
+        compute = functools.partial(estimate_request, service, body, reader())
         return cached("estimate", answer_version(service), EstimateSchema, compute)
-
-
-def _as_traced(body: dict[str, Any]) -> None:
-    """A trace is projected as traced: 422 for a layout, or an option only the layout
-    model reads, beside it."""
-    planned = [k for k in ("layout", *LAYOUT_ONLY) if body.get(k) is not None]
-    planned += [k for k in ("stack", "stack_options") if body.get(k)]
-    if planned:
-        raise InvalidInput(
-            planned[0], "a trace is projected as traced: give model or profile for this"
-        )
-
-
-def _estimate(service: EstimateService, body: dict[str, Any], who: Reader) -> dict[str, Any]:
-    """One estimate: the plain model, or a parallel layout's when one is asked for (a
-    trace read as ``who``)."""
-    planned = [k for k in LAYOUT_ONLY if body.get(k) is not None]
-    stack, sharded = None, None
-    if not body.get("trace_id"):  # with a trace there is nothing planned (:func:`_as_traced`)
-        stack, sharded = body_stack(service, body)
-        if sharded is not None:
-            planned.append("stack")  # a stack the step model does not time: the layout model
-    if body.get("layout") is not None:
-        planned.insert(0, "layout")
-    if planned:
-        # the options only the layout model reads: plain data parallel over count
-        body.setdefault("layout", sharded or {"data_parallel": body.get("count", 1)})
-        return layout_estimate(service, body)
-    result = service.request(body, who).to_dict()
-    if stack is not None:
-        result["stack"] = stack.to_dict()
-    served = serving_estimate(service, body)
-    if served is not None:
-        result["inference"] = served
-    result["knowledge_version"] = service.knowledge.version
-    return result
 
 
 class ValidationReportSchema(Schema):

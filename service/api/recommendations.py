@@ -33,9 +33,14 @@ from service.api.recommendation_schemas import (
 )
 from service.api.stack_schemas import StackUsedSchema
 from service.api.traces import must_read
-from service.engine.deciding import candidate, cost, presentation, rank
+from service.engine.deciding import candidate, cost, rank
 from service.engine.errors import NotFound
-from service.engine.requests import Constraints, RecommendationRequest, UsageAsked
+from service.engine.requests import (
+    Constraints,
+    RecommendationRequest,
+    UsageAsked,
+    request_digest,
+)
 from service.engine.rules import SYMBOLS
 from service.security import reader
 from service.state import state
@@ -243,7 +248,7 @@ def answer(raw: dict[str, Any], body: RecommendationRequest) -> bytes | Response
     service = st.layers.service(body.submitted_benchmarks)
     if body.trace_id:  # the cache keys on the request: the trace is its owner's first
         must_read(body.trace_id)
-    ident = presentation.request_id(raw, f"{service.knowledge.version}:{service.rules.digest}")
+    ident = request_digest(raw, f"{service.knowledge.version}:{service.rules.digest}")
     hit = st.cache.get(PREFIX + ident)
     if hit is not None:  # the answer as first given, sent as stored
         return hit

@@ -3,6 +3,9 @@ built in code), into typed values; the engine reads no raw request body."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,3 +70,11 @@ class RecommendationRequest:
         if self.profile_id:
             return {"profile_id": self.profile_id}
         return {"model": self.model, "workload": self.workload}
+
+
+def request_digest(body: Mapping[str, Any] | None, depends_on: str) -> str:
+    """The one digest of a request: its JSON as sent (keys sorted) and what its answer
+    depends on besides (knowledge, rules, model versions). A recommendation's id, and
+    the key its answer, an estimate's or a plan's is cached under."""
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(f"{depends_on}\n{canonical}".encode()).hexdigest()[:24]

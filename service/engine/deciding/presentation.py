@@ -3,8 +3,6 @@ and the request's id."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -196,9 +194,3 @@ def summary(s: Setting, recs: Sequence[Mapping[str, Any]], advice: Sequence[Mapp
 
 def _usd(value: float) -> str:
     return f"{value:,.0f} USD" if value >= 100 else f"{value:.3g} USD"
-
-
-def request_id(body: Mapping[str, Any], knowledge_version: str) -> str:
-    """A stable id: the same request on the same knowledge gets the same id."""
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(f"{knowledge_version}\n{canonical}".encode()).hexdigest()[:24]
