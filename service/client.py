@@ -173,6 +173,27 @@ class Client:
             raise ApiError(response.status_code, problem)
         return response
 
+    def exchange(
+        self, method: str, path: str, query: list[tuple[str, str]] | None = None, body: Any = None
+    ) -> tuple[int, Any]:
+        """One request whatever its answer, for callers that report problems themselves
+        (the MCP tools): the status and the body (parsed JSON, else the text); status 0
+        and a problem when nothing answers."""
+        try:
+            response = self._http.request(
+                method,
+                path,
+                params=tuple(query or ()),
+                json=body,
+                headers={"Accept": "application/json"},
+            )
+        except httpx.HTTPError as exc:
+            return 0, {"title": "Unreachable", "detail": f"rightsize at {self.url}: {exc}"}
+        try:
+            return response.status_code, response.json()
+        except ValueError:
+            return response.status_code, response.text
+
     def _json(self, method: str, path: str, **kwargs: Any) -> JSON:
         found = self._send(method, path, **kwargs).json()
         return found if isinstance(found, dict) else {"items": found}

@@ -26,6 +26,7 @@ from urllib.parse import quote
 
 import click
 
+from service.client import Client
 from service.mcp_answers import (
     Reply,
     ask_summary,
@@ -41,7 +42,7 @@ from service.mcp_answers import (
     stacks_summary,
     tco_summary,
 )
-from service.mcp_schemas import BODY_KEY, JSON_MIME, request_schema
+from service.mcp_schemas import BODY_KEY, request_schema
 
 if TYPE_CHECKING:  # the SDK takes seconds to import: only `rightsize mcp` pays for it
     from mcp import types
@@ -50,48 +51,12 @@ if TYPE_CHECKING:  # the SDK takes seconds to import: only `rightsize mcp` pays 
 Send = Callable[[str, str, list[tuple[str, str]], Any], Reply]
 
 
-def _parsed(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
-def in_process(app: Any, api_key: str | None = None) -> Send:
-    """Requests to ``app`` (a Flask app) through its test client."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+def through(client: Client) -> Send:
+    """Requests through ``client``: an app in this process (``Client.in_process``) or a
+    server (``Client(url)``), the transport the CLI and the Python client use too."""
 
     def send(method: str, path: str, query: list[tuple[str, str]], body: Any) -> Reply:
-        # a fresh client each call: a test client keeps cookies, and calls run in threads
-        response = app.test_client().open(
-            path, method=method, query_string=query, json=body, headers=headers
-        )
-        return Reply(response.status_code, _parsed(response.get_data(as_text=True)))
-
-    return send
-
-
-def over_http(url: str, api_key: str | None = None, timeout_s: float = 300.0) -> Send:
-    """Requests to the service at ``url`` (``http://host:port``)."""
-    import httpx
-
-    headers = {"Accept": JSON_MIME}
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-
-    def send(method: str, path: str, query: list[tuple[str, str]], body: Any) -> Reply:
-        try:
-            response = httpx.request(
-                method,
-                url.rstrip("/") + path,
-                params=tuple(query),
-                json=body,
-                headers=headers,
-                timeout=timeout_s,
-            )
-        except httpx.HTTPError as exc:
-            return Reply(0, {"title": "Unreachable", "detail": f"rightsize at {url}: {exc}"})
-        return Reply(response.status_code, _parsed(response.text))
+        return Reply(*client.exchange(method, path, query, body))
 
     return send
 
@@ -286,17 +251,18 @@ def mcp_command(url: str | None, api_key: str | None, timeout_s: float) -> None:
     import anyio
 
     protocol = _claim_stdout()
+    client: Client | None = None
     try:
         if url:
-            send = over_http(url, api_key, timeout_s)
+            client = Client(url, api_key, timeout_s=timeout_s)
         else:
             from knowledge import KnowledgeInvalid
-            from service import create_app
 
             try:
-                send = in_process(create_app(), api_key)
+                client = Client.in_process()
             except KnowledgeInvalid as exc:
                 raise click.ClickException(f"refusing to start: {exc}") from None
+        send = through(client)
         reply = send("GET", "/openapi.json", [], None)
         if reply.status != 200 or not isinstance(reply.body, dict):
             where = url or "the app"
@@ -305,5 +271,7 @@ def mcp_command(url: str | None, api_key: str | None, timeout_s: float) -> None:
         server = build_server(tools, send, str(reply.body.get("info", {}).get("version", "")))
         anyio.run(_serve, server, protocol)
     finally:
+        if client is not None:
+            client.close()
         if protocol is not None:
             protocol.close()
