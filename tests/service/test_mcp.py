@@ -24,8 +24,8 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 
-from service.mcp_answers import Reply, problem_text
-from service.mcp_schemas import SchemaMaker
+from service.mcp.answers import Reply, problem_text
+from service.mcp.schemas import SchemaMaker
 from tests.conftest import WRITE_KEY
 
 pytestmark = pytest.mark.slow  # subprocesses: the MCP server over stdio and HTTP

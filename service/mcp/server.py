@@ -2,12 +2,12 @@
 
 Each tool is one API operation, found in the app's own OpenAPI document by path and method:
 its input schema is that operation's request body (or its query and path parameters)
-turned into a self-contained JSON Schema (``service.mcp_schemas``), its description the
+turned into a self-contained JSON Schema (``service.mcp.schemas``), its description the
 operation's summary. A call goes to the API as a request, in-process through a test client
 (the default) or over HTTP to a running service (``--url``), so validation, errors and
 answers are exactly the API's. An answer comes back as a short markdown summary followed by
 the full JSON; a problem (4xx, 5xx) as a tool error naming its bad fields, for the
-assistant to correct its call (``service.mcp_answers``).
+assistant to correct its call (``service.mcp.answers``).
 
 The ``mcp`` SDK is imported inside the functions that need it: ``service.cli`` imports this
 module only for ``rightsize mcp``, and other commands must not pay seconds for it.
@@ -27,7 +27,7 @@ from urllib.parse import quote
 import click
 
 from service.client import Client
-from service.mcp_answers import (
+from service.mcp.answers import (
     Reply,
     ask_summary,
     estimate_summary,
@@ -42,7 +42,7 @@ from service.mcp_answers import (
     stacks_summary,
     tco_summary,
 )
-from service.mcp_schemas import BODY_KEY, request_schema
+from service.mcp.schemas import BODY_KEY, request_schema
 
 if TYPE_CHECKING:  # the SDK takes seconds to import: only `rightsize mcp` pays for it
     from mcp import types

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from knowledge import Knowledge, KnowledgeInvalid, load_knowledge
-from service.cli_reports import print_validation
+from service.cli.reports import print_validation
 from service.config import load_settings
 from service.keys import ROLES, KeyFile
 
@@ -508,8 +508,8 @@ def keys_revoke(key_id: str) -> None:
 
 
 def _register_tools() -> None:
-    from service import commands
-    from service.mcp_server import mcp_command
+    from service.cli import commands
+    from service.mcp.server import mcp_command
 
     commands.register(main)
     main.add_command(mcp_command)

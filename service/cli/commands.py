@@ -27,8 +27,8 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
-from service import cli_options as opts
-from service import cli_tables as tables
+from service.cli import options as opts
+from service.cli import tables
 from service.client import ApiError, Client, Unreachable
 
 T = TypeVar("T")
