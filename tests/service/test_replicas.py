@@ -54,6 +54,9 @@ def cluster(tmp_path: Path) -> Iterator[tuple[RedisServer, list[int], dict[str, 
         "RIGHTSIZE_REDIS_URL": redis.url,
         "RIGHTSIZE_TRACE_ASYNC_BYTES": "2000",
         "RIGHTSIZE_LOG_LEVEL": "WARNING",
+        # one compute process a server: what they share is the point, and each process
+        # builds an app as it starts (two cores: start-ups add up)
+        "RIGHTSIZE_COMPUTE_PROCESSES": "1",
     }
     ports = [free_port(), free_port()]
     logs = [(tmp_path / f"serve-{port}.log").open("w") for port in ports]

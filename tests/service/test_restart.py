@@ -70,6 +70,9 @@ class Service:
             "RIGHTSIZE_TRACE_ASYNC_BYTES": "1000",  # every trace upload is a job
             "RIGHTSIZE_LOG_LEVEL": "WARNING",
             "RIGHTSIZE_RATE_LIMIT": "100000 per minute",
+            # one compute process a worker: what is kept across restarts is the point, and
+            # each process builds an app as it starts (two cores: start-ups add up)
+            "RIGHTSIZE_COMPUTE_PROCESSES": "1",
         }
         env.pop("RIGHTSIZE_REDIS_URL", None)
         with self.store.with_name("serve.log").open("a") as log:
