@@ -318,6 +318,7 @@ def runtime_overhead_bytes(transient: float) -> float:
     return CONTEXT_BYTES + FRAGMENTATION * transient
 
 
+# long: a profile's fields from the counts, a field a line
 def _assemble(
     model: ResolvedModel,
     workload: Workload,
@@ -450,6 +451,7 @@ def _dataset(
     }
 
 
+# long: sentences, one a condition
 def assumptions(model: ResolvedModel, workload: Workload) -> list[str]:
     """What the profile takes for granted, in words (returned with every profile)."""
     out = []

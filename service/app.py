@@ -50,6 +50,7 @@ class Shared:
     runs: Memo[Any] = field(default_factory=lambda: Memo(RUNS_KEPT))
 
 
+# long: the one place an app's parts are built, in the order each needs the others
 def create_app(config: Mapping[str, Any] | None = None, *, shared: Shared | None = None) -> Flask:
     """Build the application; ``config`` overrides settings (short or ``RIGHTSIZE_`` names);
     ``shared``: what it takes from its owner instead of making its own (see :class:`Shared`)."""
@@ -65,20 +66,7 @@ def create_app(config: Mapping[str, Any] | None = None, *, shared: Shared | None
     if redis is not None:
         figures.watch_queue(lambda: _queue_depth(redis, settings["RIGHTSIZE_KEY_PREFIX"]))
     catalog = Catalog.load()
-    # started by each gunicorn worker (service/gunicorn_conf.py); until then, inline
-    compute = ComputePool(
-        settings["RIGHTSIZE_COMPUTE_PROCESSES"],
-        settings["RIGHTSIZE_COMPUTE_NICE"],
-        settings,
-        compute_app,
-        lambda kind, where: figures.compute.labels(kind, where).inc(),
-        figures.profile.observe,
-        settings["RIGHTSIZE_COMPUTE_PER_CLIENT"],
-        security.tenant,
-        settings["RIGHTSIZE_COMPUTE_QUEUE"],
-        settings["RIGHTSIZE_COMPUTE_WAIT_S"],
-        settings["RIGHTSIZE_COMPUTE_LIGHT_NICE"],
-    )
+    compute = _compute_pool(settings, figures)
 
     def observe_profile(seconds: float) -> None:
         figures.profile.observe(seconds)
@@ -92,16 +80,7 @@ def create_app(config: Mapping[str, Any] | None = None, *, shared: Shared | None
         observe_profile,
         compute.count,
     )
-    limits = Limits(
-        compressed_bytes=settings["RIGHTSIZE_TRACE_MAX_BYTES"],
-        decompressed_bytes=settings["RIGHTSIZE_TRACE_MAX_DECOMPRESSED_BYTES"],
-        events=settings["RIGHTSIZE_TRACE_MAX_EVENTS"],
-    )
-    bounds = Bounds(
-        inline_bytes=settings["RIGHTSIZE_TRACE_ASYNC_BYTES"],
-        time_limit_s=settings["RIGHTSIZE_TRACE_TIME_LIMIT_S"],
-        memory_bytes=settings["RIGHTSIZE_TRACE_MEMORY_LIMIT_BYTES"],
-    )
+    limits, bounds = _trace_limits(settings)
     rules = shared.rules if shared else RuleBook.load()  # loaded and compiled once an app
     traces = TraceService(
         knowledge, cache, settings["RIGHTSIZE_TRACE_TTL_S"], limits, profiles, bounds, rules
@@ -134,12 +113,54 @@ def create_app(config: Mapping[str, Any] | None = None, *, shared: Shared | None
     # werkzeug refuses larger bodies with 413 before reading them; JSON endpoints are
     # held to a smaller limit in service.api
     app.config["MAX_CONTENT_LENGTH"] = limits.compressed_bytes + 2**20
+    _wire(app, settings, figures, redis, knowledge.version)
+    return app
+
+
+def _compute_pool(settings: Mapping[str, Any], figures: metrics.Metrics) -> ComputePool:
+    """The compute processes: started by each gunicorn worker (service/gunicorn_conf.py);
+    until then, work runs inline."""
+    return ComputePool(
+        settings["RIGHTSIZE_COMPUTE_PROCESSES"],
+        settings["RIGHTSIZE_COMPUTE_NICE"],
+        settings,
+        compute_app,
+        lambda kind, where: figures.compute.labels(kind, where).inc(),
+        figures.profile.observe,
+        settings["RIGHTSIZE_COMPUTE_PER_CLIENT"],
+        security.tenant,
+        settings["RIGHTSIZE_COMPUTE_QUEUE"],
+        settings["RIGHTSIZE_COMPUTE_WAIT_S"],
+        settings["RIGHTSIZE_COMPUTE_LIGHT_NICE"],
+    )
+
+
+def _trace_limits(settings: Mapping[str, Any]) -> tuple[Limits, Bounds]:
+    """What a trace upload may be (sizes, events) and how it is read (inline below a
+    size, then in a bounded process)."""
+    limits = Limits(
+        compressed_bytes=settings["RIGHTSIZE_TRACE_MAX_BYTES"],
+        decompressed_bytes=settings["RIGHTSIZE_TRACE_MAX_DECOMPRESSED_BYTES"],
+        events=settings["RIGHTSIZE_TRACE_MAX_EVENTS"],
+    )
+    bounds = Bounds(
+        inline_bytes=settings["RIGHTSIZE_TRACE_ASYNC_BYTES"],
+        time_limit_s=settings["RIGHTSIZE_TRACE_TIME_LIMIT_S"],
+        memory_bytes=settings["RIGHTSIZE_TRACE_MEMORY_LIMIT_BYTES"],
+    )
+    return limits, bounds
+
+
+def _wire(
+    app: Flask, settings: Mapping[str, Any], figures: metrics.Metrics, redis: Any, version: str
+) -> None:
+    """Errors, metrics, security, the API and the page on ``app``; the client's address
+    from trusted proxies; the knowledge version on every answer."""
     errors.init_app(app)
     metrics.init_app(app, figures)
     security.init_app(app, redis.connection_pool if redis is not None else None)
     api.init_app(app)
     web.init_app(app)
-
     if settings["RIGHTSIZE_PROXY_HOPS"]:
         # behind a balancer every client has its address: the limits count per client only
         # if the address it forwards is taken (from that many trusted proxies, no more)
@@ -148,10 +169,8 @@ def create_app(config: Mapping[str, Any] | None = None, *, shared: Shared | None
 
     @app.after_request
     def _version_header(response: Response) -> Response:
-        response.headers["X-Knowledge-Version"] = knowledge.version
+        response.headers["X-Knowledge-Version"] = version
         return response
-
-    return app
 
 
 def compute_app(config: Mapping[str, Any]) -> Flask:

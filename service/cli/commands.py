@@ -77,6 +77,7 @@ def _emit(answer: Any, as_json: bool, render: Callable[[Any], None]) -> None:
 # -- recommend -------------------------------------------------------------------------------
 
 
+# long: a command whose options map one to one onto the request's fields
 @click.command()
 @click.argument("model", required=False)
 @opts.workload_options

@@ -98,6 +98,7 @@ def _stacks(found: dict[str, Any]) -> None:
     click.echo(f"  rows not scored: {len(found['skipped'])} (reasons in the JSON report)")
 
 
+# long: the report printed section by section, a line each
 def print_validation(report: dict[str, Any], version: str, as_json: bool) -> None:
     """``rightsize validate``'s report, printed: every held-out split, the multi-GPU rows,
     the LLM rows and the named stacks (``as_json``: the whole report as JSON)."""

@@ -95,6 +95,7 @@ def _prices(
     return [(pricing, region, rate, price) for pricing, (rate, region, price) in best.items()]
 
 
+# long: each site of a run under each pricing, costed in one pass
 def _deployments(
     service: EstimateService, s: Setting, run: Run, excluded: list[dict[str, Any]]
 ) -> list[Candidate]:

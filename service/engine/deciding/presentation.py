@@ -34,6 +34,7 @@ def _step_parts(step: Any, step_s: float) -> dict[str, float]:
     }
 
 
+# long: one candidate's fields as shown, a field a line
 def _shown(rank: int, c: Candidate, s: Setting) -> dict[str, Any]:
     layout = c.planned.layout.to_dict() if c.planned else c.served.layout if c.served else None
     unit = ("job" if c.job_hours is not None

@@ -60,6 +60,7 @@ EXCLUDE = frozenset({"exclude"})
 KEEP = frozenset({"penalise", "warn", "advise"})
 
 
+# long: the recommendation's steps in order (candidates, runs, costs, ordering, words)
 def recommend(
     service: EstimateService, request: RecommendationRequest, reader: Reader = NOBODY
 ) -> dict[str, Any]:

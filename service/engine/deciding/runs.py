@@ -62,6 +62,7 @@ def _counts(max_gpus: int, group: Sequence[Site]) -> list[int]:
     return sorted(n for n in found if n <= max_gpus and any(x.admits(n) for x in group))
 
 
+# long: every GPU and topology its offers and server designs have, in one pass
 def _described_runs(
     service: EstimateService, s: Setting,
     profile: StepProfile, shape: ModelShape | None, gpus: Sequence[Gpu], max_gpus: int,

@@ -253,6 +253,7 @@ def _one(request: EstimateRequest, model: PerformanceModel, knowledge: Knowledge
     return _inference(request, mode, model, fit, assumptions)
 
 
+# long: a training estimate's figures from the step model's parts, a field a line
 def _training(
     request: EstimateRequest,
     mode: MathMode,
@@ -358,6 +359,7 @@ def _explain(parts: StepParts, known: str | None) -> str:
     )
 
 
+# long: an inference estimate's figures from the step model's parts, a field a line
 def _inference(
     request: EstimateRequest,
     mode: MathMode,

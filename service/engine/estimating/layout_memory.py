@@ -193,6 +193,7 @@ def _activations_per_gpu(
     return activations
 
 
+# long: each part of the memory split as the layout splits it, a term a line
 def memory_per_gpu(
     memory: Memory,
     layout: Layout,

@@ -55,6 +55,7 @@ class MathMode:
         return self.tensor_cores and self.precision in ("fp32", "tf32")
 
 
+# long: one decision table: the precision asked and what the GPU's generation runs
 def math_mode(gpu: Gpu, precision: str) -> MathMode:
     """The math mode the estimate assumes for ``precision`` on ``gpu``.
 

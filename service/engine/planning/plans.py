@@ -339,10 +339,20 @@ def serving_estimate(service: EstimateService, body: Mapping[str, Any]) -> dict[
 
 
 def layout_estimate(service: EstimateService, body: Mapping[str, Any]) -> dict[str, Any]:
-    """``POST /v1/estimates`` with a layout: that layout's memory and step."""
+    """``POST /v1/estimates`` with a layout: that layout's memory and step (served: its
+    groups' serving)."""
     s = _setting(service, body)
-    given = dict(body["layout"])
-    layout = Layout(**given)
+    layout = Layout(**dict(body["layout"]))
+    _check_layout(s, layout, body)
+    if not s.profile.trains and not s.profile.output_tokens:  # nothing decoded
+        return _served_alone(service, s, layout)
+    if not s.profile.trains:
+        return _served_by_groups(service, s, layout, body)
+    return _trained(service, s, layout)
+
+
+def _check_layout(s: Setting, layout: Layout, body: Mapping[str, Any]) -> None:
+    """Refuse a layout the count, the model, the stack or the task cannot take."""
     if "count" in body and body["count"] not in (1, layout.gpus):
         raise InvalidRequest(
             "count",
@@ -368,49 +378,58 @@ def layout_estimate(service: EstimateService, body: Mapping[str, Any]) -> dict[s
             "inference is planned as tensor-parallel groups (data_parallel of them, each "
             "serving on its own): give tensor_parallel and data_parallel",
         )
-    model = service._built_model()
-    if not s.profile.trains and not s.profile.output_tokens:  # nothing decoded
-        if layout.tensor_parallel > 1:
-            raise LayoutError(
-                "inference-tensor-parallel-decoders-only",
-                "layout.tensor_parallel",
-                "a model without a decode phase is served one GPU a replica: give "
-                "data_parallel only",
-            )
-        alone = served_alone(service, s.profile, s.gpu)
-        return {
-            "gpu": s.gpu.id,
-            "count": layout.gpus,
-            "layout": layout.to_dict(),
-            "fits": alone["fits"],
-            "inference": alone,
-            "throughput": {"samples_per_s": (alone["requests_per_s"] or 0) * layout.gpus},
-            "latency_s": alone["batch_latency_s"],
-            "bound": alone["bound"],
-            "assumptions": _assumptions(s),
-            "knowledge_version": service.knowledge.version,
-        }
-    if not s.profile.trains:
-        served = layout_inference(
-            s.profile, s.shape, s.gpu, s.mode, model.step_model, s.net,
-            layout.tensor_parallel, s.stack, s.usable_bytes,
-            body.get("weight_precision"), body.get("kv_precision"), body.get("concurrency"),
-        )  # fmt: skip
-        replicas = layout.data_parallel
-        return {
-            "gpu": s.gpu.id,
-            "count": layout.gpus,
-            "layout": layout.to_dict(),
-            "fits": served.max_concurrency >= 1,
-            "inference": served.to_dict(),
-            "throughput": {"tokens_per_s": served.output_tokens_per_s * replicas},
-            "latency_s": served.time_to_first_token_s
-            + served.time_per_output_token_s * float(s.profile.output_tokens or 0),
-            "bound": served.bound,
-            "assumptions": _assumptions(s),
-            "knowledge_version": service.knowledge.version,
-        }
-    done = work(s.profile, s.gpu, s.mode, s.stack, model.step_model)
+    if not s.profile.trains and not s.profile.output_tokens and layout.tensor_parallel > 1:
+        raise LayoutError(
+            "inference-tensor-parallel-decoders-only",
+            "layout.tensor_parallel",
+            "a model without a decode phase is served one GPU a replica: give data_parallel only",
+        )
+
+
+def _served_alone(service: EstimateService, s: Setting, layout: Layout) -> dict[str, Any]:
+    """A model without a decode phase, one GPU a replica."""
+    alone = served_alone(service, s.profile, s.gpu)
+    return {
+        "gpu": s.gpu.id,
+        "count": layout.gpus,
+        "layout": layout.to_dict(),
+        "fits": alone["fits"],
+        "inference": alone,
+        "throughput": {"samples_per_s": (alone["requests_per_s"] or 0) * layout.gpus},
+        "latency_s": alone["batch_latency_s"],
+        "bound": alone["bound"],
+        "assumptions": _assumptions(s),
+        "knowledge_version": service.knowledge.version,
+    }
+
+
+def _served_by_groups(
+    service: EstimateService, s: Setting, layout: Layout, body: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A decoding model on data_parallel tensor-parallel groups."""
+    served = layout_inference(
+        s.profile, s.shape, s.gpu, s.mode, service._built_model().step_model, s.net,
+        layout.tensor_parallel, s.stack, s.usable_bytes,
+        body.get("weight_precision"), body.get("kv_precision"), body.get("concurrency"),
+    )  # fmt: skip
+    return {
+        "gpu": s.gpu.id,
+        "count": layout.gpus,
+        "layout": layout.to_dict(),
+        "fits": served.max_concurrency >= 1,
+        "inference": served.to_dict(),
+        "throughput": {"tokens_per_s": served.output_tokens_per_s * layout.data_parallel},
+        "latency_s": served.time_to_first_token_s
+        + served.time_per_output_token_s * float(s.profile.output_tokens or 0),
+        "bound": served.bound,
+        "assumptions": _assumptions(s),
+        "knowledge_version": service.knowledge.version,
+    }
+
+
+def _trained(service: EstimateService, s: Setting, layout: Layout) -> dict[str, Any]:
+    """A training step under the layout: its memory per GPU and its time."""
+    done = work(s.profile, s.gpu, s.mode, s.stack, service._built_model().step_model)
     found = plan_layout(layout, s.profile, s.shape, done, s.net, s.mode, s.usable_bytes)
     step = found.step
     assumptions = _assumptions(s)

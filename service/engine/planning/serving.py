@@ -117,6 +117,7 @@ def _prefill_s(
     return prefill
 
 
+# long: prefill, decode and the KV cache's limit of one group, in the docstring's steps
 def layout_inference(
     profile: StepProfile,
     shape: ModelShape | None,

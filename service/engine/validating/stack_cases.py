@@ -285,6 +285,7 @@ def _concurrency(row: dict[str, Any], output: int) -> float | None:
     return None
 
 
+# long: one published serving row read into its case, a field a line
 def _serving_case(
     knowledge: Knowledge, step_model: StepModel, source: Source, table: dict[str, Any],
     row: dict[str, Any], label: str,

@@ -441,6 +441,7 @@ def memory_fit(model: PerformanceModel, knowledge: Knowledge) -> dict[str, Any]:
     }
 
 
+# long: the report's sections in the order it prints them, one call each
 def validate(
     model: PerformanceModel, knowledge: Knowledge, catalog: Catalog | None = None
 ) -> dict[str, Any]:
