@@ -256,7 +256,7 @@ def load(port: int, args: argparse.Namespace, seed: int, keys: list[str]) -> lis
 
 def _keys(path: Path, count: int) -> list[str]:
     """A read key a connection (each connection a client of its own)."""
-    from service.keys import KeyFile
+    from service.infra.keys import KeyFile
 
     store = KeyFile(path)
     return [store.create(f"bench-{i}", "read")[0] for i in range(count)]

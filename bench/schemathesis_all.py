@@ -105,7 +105,7 @@ def _failures(args: argparse.Namespace, counts: Counter[str]) -> Found:
     from schemathesis.config import SchemathesisConfig
     from schemathesis.engine import from_schema
 
-    from service.keys import KeyFile
+    from service.infra.keys import KeyFile
 
     @schemathesis.serializer("application/gzip")
     def _gzipped(_: Any, value: Any) -> bytes:

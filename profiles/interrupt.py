@@ -1,6 +1,6 @@
 """A request to stop the work in progress, checked where the time limits are checked.
 
-A compute process (``service.compute``) counts profiles and ranks answers for callers in
+A compute process (``service.infra.compute``) counts profiles and ranks answers for callers in
 another process; when a caller gives up (its client went away, or its deadline passed)
 the work must stop at once, without killing the process and the warm app it holds. The
 process installs a probe here that says whether the task it runs was called off; the

@@ -20,23 +20,24 @@ from werkzeug.wrappers import Response
 from knowledge import load_knowledge
 from profiles.model_catalog import Catalog
 from profiles.trace.stream import Limits
-from service import api, errors, jobs, metrics, security, web
-from service.cache import RedisCache, make_cache
-from service.compute import ComputePool
-from service.compute_child import seen
+from service import api, errors, jobs, security, web
 from service.config import load_settings
-from service.embedded_store import EmbeddedStore
 from service.engine.estimating.on_request import RUNS_KEPT, EstimateService
 from service.engine.estimating.profiling import ProfileService
 from service.engine.estimating.traces import Bounds, TraceService
 from service.engine.memo import Memo
 from service.engine.rules import RuleBook
-from service.local_jobs import LocalJobs
+from service.infra import metrics
+from service.infra.cache import RedisCache, make_cache
+from service.infra.compute import ComputePool
+from service.infra.compute_child import seen
+from service.infra.embedded_store import EmbeddedStore
+from service.infra.local_jobs import LocalJobs
+from service.infra.uploads import analysis_job
 from service.overlays import Layers
 from service.prices import PriceFile
 from service.state import AppState, attach, state
 from service.submissions import Quotas, SubmissionStore
-from service.uploads import analysis_job
 
 
 @dataclass(frozen=True)
@@ -174,7 +175,7 @@ def _wire(
 
 
 def compute_app(config: Mapping[str, Any]) -> Flask:
-    """A compute process's app (:mod:`service.compute`): built as the worker's, its
+    """A compute process's app (:mod:`service.infra.compute`): built as the worker's, its
     performance model started at once."""
     app = create_app(config)
     with app.app_context():

@@ -125,7 +125,7 @@ class Client:
         Its API keys live in a temporary file with one write key, which it sends, so that
         uploads work as they would for the owner of a server."""
         from service import create_app
-        from service.keys import KeyFile
+        from service.infra.keys import KeyFile
 
         scratch = Path(tempfile.mkdtemp(prefix="rightsize-cli-"))
         token, _ = KeyFile(scratch / "keys.json").create("cli", "write")

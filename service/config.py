@@ -9,7 +9,7 @@
 | ``RIGHTSIZE_CACHE_TTL_S`` | ``86400`` | lifetime of cached results |
 | ``RIGHTSIZE_MEMORY_CACHE_ITEMS`` | ``2048`` | entries kept in process while Redis is away |
 | ``RIGHTSIZE_REDIS_TIMEOUT_S`` | ``0.5`` | socket timeout when talking to Redis |
-| ``RIGHTSIZE_KEY_PREFIX`` | ``rightsize:`` | prefix of every Redis key the service writes, and of its job queue |
+| ``RIGHTSIZE_KEY_PREFIX`` | ``rightsize:`` | prefix of the Redis keys and of the job queue |
 | ``RIGHTSIZE_PROFILE_TIME_LIMIT_S`` | ``20`` | a profile that counts longer is stopped (422) |
 | ``RIGHTSIZE_COMPUTE_TIME_LIMIT_S`` | ``30`` | planning and ranking past it are stopped (422) |
 | ``RIGHTSIZE_TRACE_MAX_BYTES`` | 512 MiB | largest trace upload (413 beyond) |

@@ -17,7 +17,7 @@ from werkzeug.exceptions import HTTPException
 from knowledge import KnowledgeError, UnknownId
 from profiles.errors import InvalidDescription, ProfileError, ProfileTooSlow, UnknownModel
 from service.engine import errors as engine
-from service.files import StoreFull
+from service.infra.files import StoreFull
 from service.state import EXTENSION
 
 PROBLEM_MIME = "application/problem+json"

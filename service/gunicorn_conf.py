@@ -45,7 +45,7 @@ errorlog = "-"
 def post_worker_init(worker: Any) -> None:
     """Each worker builds the performance model in the background as it starts (not the
     master: a fork after OpenMP has run in the parent can hang the child), and starts its
-    compute processes (service/compute.py)."""
+    compute processes (service/infra/compute.py)."""
     from service.state import state
 
     with worker.wsgi.flask.app_context():

@@ -26,8 +26,8 @@ from rq.serializers import JSONSerializer
 from rq.worker import BaseWorker
 
 from profiles.trace.stream import Limits, TraceFormatError
-from service.cache import RedisCache
 from service.engine.estimating.traces import Bounds, TraceOptions, ingest_file
+from service.infra.cache import RedisCache
 
 UPLOAD_TTL_S = 3600
 COPY_CHUNK = 8 * 2**20  # an upload goes into Redis and out of it a chunk at a time

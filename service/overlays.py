@@ -20,7 +20,7 @@ from knowledge import Knowledge
 from knowledge.prices import with_prices
 from knowledge.submitted import layered
 from service.engine.estimating.on_request import EstimateService
-from service.files import mtime
+from service.infra.files import mtime
 from service.prices import PriceFile
 from service.submissions import SubmissionStore
 

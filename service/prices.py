@@ -18,7 +18,7 @@ from typing import Any
 
 from knowledge import Knowledge
 from knowledge.prices import Priced, check_prices
-from service.files import FileTooLarge, read_bounded, write_all_atomically
+from service.infra.files import FileTooLarge, read_bounded, write_all_atomically
 from service.submissions import RejectedBatch
 
 log = logging.getLogger(__name__)

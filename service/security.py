@@ -1,6 +1,6 @@
 """Who may call what, how often, and what every response says about itself.
 
-- **Keys and roles** (:mod:`service.keys`): a view method marked :func:`requires` a role;
+- **Keys and roles** (:mod:`service.infra.keys`): a view method marked :func:`requires` a role;
   any other ``/v1`` call needs ``read``, which is open unless
   ``RIGHTSIZE_REQUIRE_READ_KEY``. A missing or unknown key where one is needed is 401 (with
   ``WWW-Authenticate``), a known key without the role 403; a key that is given but unknown
@@ -34,7 +34,7 @@ from werkzeug.wrappers import Response
 
 from service.engine.owners import NOBODY, Reader
 from service.errors import ApiError
-from service.keys import ApiKey, KeyFile, allows
+from service.infra.keys import ApiKey, KeyFile, allows
 
 LIMITER = "rightsize-limiter"
 log = logging.getLogger("rightsize.access")

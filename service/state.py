@@ -10,14 +10,14 @@ from redis import Redis
 
 from knowledge import Knowledge
 from profiles.model_catalog import Catalog
-from service.cache import Cache
 from service.engine.estimating.on_request import EstimateService
 from service.engine.estimating.profiling import ProfileService
 from service.engine.estimating.traces import TraceService
+from service.infra.cache import Cache
 
 if TYPE_CHECKING:
-    from service.compute import ComputePool
-    from service.local_jobs import LocalJobs
+    from service.infra.compute import ComputePool
+    from service.infra.local_jobs import LocalJobs
     from service.overlays import Layers
     from service.prices import PriceFile
     from service.submissions import SubmissionStore
@@ -38,7 +38,7 @@ class AppState:
     submissions: SubmissionStore
     layers: Layers  # the curated model, or the one a retrain fitted with submitted rows
     prices: PriceFile  # refreshed cloud prices (admin)
-    compute: ComputePool  # child processes for the CPU-heavy work (service.compute)
+    compute: ComputePool  # child processes for the CPU-heavy work (service.infra.compute)
     local_jobs: LocalJobs | None  # the embedded set-up's background jobs (Redis: the queue)
 
 

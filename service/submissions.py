@@ -10,7 +10,7 @@ keys file (one volume, ``RIGHTSIZE_SUBMISSIONS_FILE``); it is readable by people
 A batch is written under an exclusive lock, every byte (a short write is continued, a
 failed one undone: the file is cut back to where it was) and fsynced before the 201; if
 the disk or the file-size limit refuses it, nothing of it stays and the caller hears so
-(:class:`service.files.StoreFull`). Each line carries its batch's row count, so that a
+(:class:`service.infra.files.StoreFull`). Each line carries its batch's row count, so that a
 reader serves a batch only when all of it is there: a batch a crash cut short, never
 acknowledged, is never served, and the next write removes it.
 
@@ -51,7 +51,14 @@ from knowledge.row_bounds import RowBounds
 from knowledge.submitted import RowError, check_rows, layered
 from profiles.model_catalog import Catalog
 from service.engine.owners import Reader
-from service.files import FULL, FileTooLarge, StoreFull, locked, read_bounded, write_atomically
+from service.infra.files import (
+    FULL,
+    FileTooLarge,
+    StoreFull,
+    locked,
+    read_bounded,
+    write_atomically,
+)
 
 log = logging.getLogger(__name__)
 MAX_ROWS = 1000  # per batch
@@ -170,7 +177,7 @@ class SubmissionStore:
     ) -> list[Stored]:
         """Check every row against ``knowledge``; store all of them, or none (raises
         :class:`RejectedBatch` with every row's faults, :class:`OverQuota`, or
-        :class:`service.files.StoreFull` past the store's quotas or the disk's room).
+        :class:`service.infra.files.StoreFull` past the store's quotas or the disk's room).
         ``shared``: every key may see the rows, not only ``submitted_by`` and admins."""
         if not rows:
             raise RejectedBatch([RowError(0, "rows", "at least one row is needed")])

@@ -19,7 +19,7 @@ from knowledge import Knowledge, load_knowledge
 from knowledge.derive import default_shared_root
 from service import create_app
 from service.app import Shared
-from service.keys import KeyFile
+from service.infra.keys import KeyFile
 
 REDIS_URL = os.environ.get("RIGHTSIZE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 SHARED_DATA = default_shared_root()

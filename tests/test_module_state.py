@@ -34,8 +34,8 @@ PURE = "a memo of a pure function of its (immutable) arguments: no I/O, nothing 
 PACKAGE_DATA = "files of the package itself, read once: the same for every app"
 ALLOWED = {
     "service/engine/deadline.py:_deadline": "a context variable: each request's own deadline",
-    "service/compute_child.py:_SEEN": "a compute child's profiles counted for its one request",
-    "service/compute_child.py:global _APP": "a compute child's own app, set as it boots",
+    "service/infra/compute_child.py:_SEEN": "a compute child's profiles counted for one request",
+    "service/infra/compute_child.py:global _APP": "a compute child's own app, set as it boots",
     "profiles/interrupt.py:_probe": "the compute child's question 'called off?': the process's",
     "service/engine/planning/work.py:busy_share": PURE,
     "service/engine/planning/collectives.py:_slowdown": PURE,

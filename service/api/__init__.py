@@ -9,7 +9,6 @@ from flask import Blueprint as FlaskBlueprint
 from flask import Flask, current_app, g, request, send_from_directory
 from werkzeug.wrappers import Response
 
-from service import connection
 from service.api import (
     ask,
     benchmarks,
@@ -33,6 +32,7 @@ from service.api import (
 from service.api.base import Api, exclusive_bounds, stated_additional_properties
 from service.api.profile_schemas import spec_variants
 from service.engine import deadline
+from service.infra import connection
 from service.security import BEARER
 
 BLUEPRINTS = (

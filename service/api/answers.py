@@ -18,10 +18,10 @@ from marshmallow import Schema
 
 from profiles.profile import PROFILER_VERSION
 from service.api.base import schema_instance
-from service.cache import MemoryCache
 from service.engine.estimating.model import MODEL_VERSION
 from service.engine.estimating.on_request import EstimateService
 from service.engine.requests import request_digest
+from service.infra.cache import MemoryCache
 from service.state import state
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -1,5 +1,5 @@
 """``/v1/jobs``: the state of background work (large trace uploads, retraining): on the
-queue (Redis), or in this process where there is none (:mod:`service.local_jobs`)."""
+queue (Redis), or in this process where there is none (:mod:`service.infra.local_jobs`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from service import jobs
 from service.api.base import Blueprint
 from service.api.described import text
 from service.errors import NotFound, Unavailable
-from service.keys import allows
+from service.infra.keys import allows
 from service.security import caller
 from service.state import state
 

@@ -25,10 +25,10 @@ from service.api.trace_schemas import (
 )
 from service.engine.estimating.traces import TraceOptions
 from service.errors import ApiError, InvalidInput, NotFound, PayloadTooLarge, TooManyRequests
-from service.local_jobs import OwnerBusy
+from service.infra.local_jobs import OwnerBusy
+from service.infra.uploads import Upload, job_payload
 from service.security import caller, reader
 from service.state import state
-from service.uploads import Upload, job_payload
 
 blp = Blueprint("traces", __name__, url_prefix="/v1/traces", description="Traced sample runs")
 

@@ -14,7 +14,7 @@ import click
 from knowledge import Knowledge, KnowledgeInvalid, load_knowledge
 from service.cli.reports import print_validation
 from service.config import load_settings
-from service.keys import ROLES, KeyFile
+from service.infra.keys import ROLES, KeyFile
 
 if TYPE_CHECKING:  # the engine (scikit-learn) is imported by the commands that use it
     from service.engine.estimating.model import PerformanceModel
@@ -201,7 +201,7 @@ def benchmark_profiles(check: bool) -> None:
 def worker(burst: bool) -> None:
     """Run a background worker: large trace uploads, retraining (needs RIGHTSIZE_REDIS_URL)."""
     from service import jobs
-    from service.cache import redis_client
+    from service.infra.cache import redis_client
 
     settings = load_settings()
     url = settings["RIGHTSIZE_REDIS_URL"]

@@ -9,7 +9,7 @@ does the app run, in one of ``threads`` threads, and its answer, read whole, is 
 the event loop: neither a slow sender nor a slow reader holds a thread.
 
 While the app runs, the bridge listens for the client's departure: ``rightsize.gone`` in
-the WSGI environment says whether it went (:mod:`service.connection`), so that work
+the WSGI environment says whether it went (:mod:`service.infra.connection`), so that work
 nobody waits for is called off.
 """
 

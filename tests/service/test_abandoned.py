@@ -19,10 +19,11 @@ from typing import Any
 import pytest
 from flask import Flask
 
-from service import compute, create_app
-from service.compute import ComputePool
-from service.compute_child import _sleep
+from service import create_app
 from service.engine.errors import Abandoned, Busy
+from service.infra import compute
+from service.infra.compute import ComputePool
+from service.infra.compute_child import _sleep
 from service.security import client_id
 from tests.service.compute_tasks import mark, small_app, stubborn
 

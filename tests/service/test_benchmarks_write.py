@@ -15,7 +15,7 @@ from knowledge.submitted import submitted_count
 from profiles.model_catalog import Catalog
 from service import create_app, jobs
 from service.engine.estimating.on_request import save_report
-from service.keys import KeyFile
+from service.infra.keys import KeyFile
 from service.submissions import SubmissionStore, retrain
 from tests.conftest import KEYS_FILE, WRITE_KEY, with_key
 from tests.profiles.trace_factory import known_steps

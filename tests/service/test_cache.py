@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from service.cache import MemoryCache, RedisCache, make_cache, redis_client
 from service.config import load_settings
-from service.embedded_store import EmbeddedStore
-from service.files import StoreFull
+from service.infra.cache import MemoryCache, RedisCache, make_cache, redis_client
+from service.infra.embedded_store import EmbeddedStore
+from service.infra.files import StoreFull
 
 
 def _settings(**given: object) -> dict[str, object]:

@@ -1,4 +1,4 @@
-"""The compute processes (service/compute.py): profiles counted and new recommendations
+"""The compute processes (service/infra/compute.py): profiles counted and new recommendations
 ranked in a niced child process, with the same answers and errors as in the worker; a child
 that dies is replaced; without a shared cache the worker ranks them itself."""
 
@@ -20,11 +20,12 @@ from werkzeug.test import TestResponse
 from profiles.description import resolve
 from profiles.model_catalog import Catalog
 from profiles.workload import WorkloadSchema
-from service import compute, compute_child, create_app
-from service.compute import ComputePool
+from service import create_app
 from service.engine.deciding import rank
 from service.engine.errors import TooSlow
 from service.front.bridge import lower_priority
+from service.infra import compute, compute_child
+from service.infra.compute import ComputePool
 from service.state import state
 from tests.conftest import with_key
 from tests.service.helpers import problem
@@ -280,7 +281,7 @@ def test_while_redis_is_away_the_worker_ranks_new_recommendations_itself(
 WORKER = """
 import sys, time
 from service import compute_app
-from service.compute import ComputePool
+from service.infra.compute import ComputePool
 from service.config import load_settings
 pool = ComputePool(1, 10, load_settings(), compute_app)
 pool.start()

@@ -1,11 +1,11 @@
-"""Who gets the next compute process (service/fair_line.py): the least served tenant first,
+"""Who gets the next compute process (service/infra/fair_line.py): the least served tenant first,
 light work never behind long work, a bounded wait where the most served give way."""
 
 from __future__ import annotations
 
 import pytest
 
-from service.fair_line import FairLine, Full
+from service.infra.fair_line import FairLine, Full
 
 
 class Clock:

@@ -112,7 +112,7 @@ def test_a_price_catalog_may_be_larger_than_a_json_body(client: FlaskClient) -> 
     text = b"x" * (JSON_BODY_LIMIT + 10)  # past 1 MiB, under 16: refused for its rows
     response = client.put("/v1/offers/prices", data=text, content_type="text/csv")
     assert response.status_code in (403, 422)  # a write key is not admin; not a 413
-    from service.keys import KeyFile
+    from service.infra.keys import KeyFile
     from tests.conftest import KEYS_FILE, with_key
 
     admin, _ = KeyFile(KEYS_FILE).create("hostile-admin", "admin")

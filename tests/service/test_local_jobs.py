@@ -1,4 +1,4 @@
-"""The embedded set-up's background jobs (service/local_jobs.py): kept in the store's file
+"""The embedded set-up's background jobs (service/infra/local_jobs.py): kept in the store's file
 across restarts, shared fairly between keys (issue 37: one key's 1 GiB trace made another
 key's 4-second trace wait 69 s), a bounded number per key."""
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from service.embedded_store import EmbeddedStore
-from service.local_jobs import LocalJobs, OwnerBusy
+from service.infra.embedded_store import EmbeddedStore
+from service.infra.local_jobs import LocalJobs, OwnerBusy
 
 
 def _wait(jobs: LocalJobs, job_id: str, status: str = "finished") -> dict[str, Any]:

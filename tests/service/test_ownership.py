@@ -14,7 +14,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from service import create_app, jobs
-from service.keys import KeyFile
+from service.infra.keys import KeyFile
 from service.submissions import SubmissionStore
 from tests.conftest import KEYS_FILE, WRITE_KEY, with_key
 from tests.profiles.trace_factory import known_steps

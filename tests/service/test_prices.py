@@ -12,7 +12,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from service import create_app
-from service.keys import KeyFile
+from service.infra.keys import KeyFile
 from tests.conftest import KEYS_FILE, WRITE_KEY, with_key
 from tests.service.helpers import fields_in, get_json, problem
 
@@ -141,7 +141,7 @@ def test_a_spreadsheets_csv_is_taken_and_formula_cells_are_refused(
 FULL_DISK = """
 import resource, sys
 from pathlib import Path
-from service.files import StoreFull, write_all_atomically
+from service.infra.files import StoreFull, write_all_atomically
 first, second = Path(sys.argv[1]), Path(sys.argv[2])
 first.write_text("old"), second.write_text("old")
 resource.setrlimit(resource.RLIMIT_FSIZE, (1000, resource.RLIM_INFINITY))

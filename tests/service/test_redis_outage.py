@@ -134,7 +134,7 @@ def test_an_outage_warns_once_a_window_not_once_a_request() -> None:
     import logging
     import time
 
-    from service.cache import RedisCache, redis_client
+    from service.infra.cache import RedisCache, redis_client
     from service.security import RepeatedWarnings
     from tests.service.redis_server import free_port
 
@@ -146,7 +146,7 @@ def test_an_outage_warns_once_a_window_not_once_a_request() -> None:
 
     handler = Keep()
     handler.addFilter(RepeatedWarnings(window_s=0.5))
-    logger = logging.getLogger("service.cache")
+    logger = logging.getLogger("service.infra.cache")
     logger.addHandler(handler)
     try:
         dead = redis_client(f"redis://127.0.0.1:{free_port()}/0", 0.05)

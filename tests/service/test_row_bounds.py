@@ -26,7 +26,7 @@ from profiles.model_catalog import Catalog
 from service import create_app, jobs
 from service.cli import main
 from service.config import load_settings
-from service.keys import KeyFile
+from service.infra.keys import KeyFile
 from service.overlays import trained_knowledge
 from service.submissions import RetrainFailed, SubmissionStore, retrain, row_bounds
 from tests.conftest import KEYS_FILE, with_key

@@ -27,11 +27,15 @@ from schemathesis.checks import (
 )
 
 from service import create_app
-from service.keys import KeyFile
+from service.infra.keys import KeyFile
 from tests.conftest import KEYS_FILE
 
 # schemathesis makes one item per operation, which pytest-xdist cannot split
-pytestmark = [pytest.mark.serial, pytest.mark.slow]  # fuzzing: thousands of generated requests
+pytestmark = [
+    pytest.mark.serial,
+    pytest.mark.slow,  # fuzzing: thousands of generated requests
+    pytest.mark.random_order(disabled=True),  # the count is checked after the cases
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES_PER_OPERATION = int(os.environ.get("RIGHTSIZE_SCHEMATHESIS_CASES", "32"))

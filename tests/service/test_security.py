@@ -17,7 +17,7 @@ from flask.testing import FlaskClient
 from service import create_app
 from service.cli import main
 from service.config import ConfigError, load_settings
-from service.keys import KeyFile
+from service.infra.keys import KeyFile
 from service.security import JsonFormatter
 from tests.conftest import KEYS_FILE, WRITE_KEY, with_key
 from tests.profiles.trace_factory import known_steps

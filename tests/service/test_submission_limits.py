@@ -15,7 +15,7 @@ import pytest
 from flask import Flask
 
 from service import create_app, submissions
-from service.keys import KeyFile
+from service.infra.keys import KeyFile
 from service.submissions import SubmissionStore
 from tests.conftest import KEYS_FILE, WRITE_KEY, with_key
 from tests.service.helpers import get_json, problem

@@ -10,7 +10,7 @@ import redis
 from flask.testing import FlaskClient
 
 from service import create_app, jobs
-from service.keys import KeyFile
+from service.infra.keys import KeyFile
 from tests.conftest import KEYS_FILE, with_key
 from tests.profiles.trace_factory import known_steps
 from tests.service.helpers import fields_in, problem

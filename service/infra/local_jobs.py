@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from service.embedded_store import EmbeddedStore
+from service.infra.embedded_store import EmbeddedStore
 
 log = logging.getLogger(__name__)
 

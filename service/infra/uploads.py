@@ -6,7 +6,7 @@ once, a temporary file beyond), refusing it past ``RIGHTSIZE_TRACE_MAX_BYTES`` w
 it states its length or comes chunked. One whose JSON (decompressed, for a gzipped one)
 is at most ``RIGHTSIZE_TRACE_ASYNC_BYTES`` is analysed in the request: a second or two.
 A larger one is a background job (:mod:`service.jobs` on Redis,
-:mod:`service.local_jobs` without), whose analysis runs in a child process
+:mod:`service.infra.local_jobs` without), whose analysis runs in a child process
 (:func:`profiles.trace.bounded.analyse_bounded`) that is killed past
 ``RIGHTSIZE_TRACE_TIME_LIMIT_S`` or when its memory passes
 ``RIGHTSIZE_TRACE_MEMORY_LIMIT_BYTES``, and tells its progress on the way: a 5-million-
@@ -26,8 +26,8 @@ from typing import IO, Any
 
 from profiles.trace.stream import RATIO_FROM, Limits, StreamStats, TraceFormatError, chunks
 from service.engine.estimating.traces import TraceOptions, TraceService
-from service.files import FULL, StoreFull
-from service.local_jobs import Handler, JobFailed
+from service.infra.files import FULL, StoreFull
+from service.infra.local_jobs import Handler, JobFailed
 
 CHUNK = 1 << 20  # what an upload is read by
 GZIP_MAGIC = b"\x1f\x8b"
@@ -154,7 +154,7 @@ def job_payload(path: Path, options: TraceOptions) -> dict[str, Any]:
 
 
 def analysis_job(traces: TraceService) -> Handler:
-    """The embedded set-up's trace job (:mod:`service.local_jobs`): the kept upload
+    """The embedded set-up's trace job (:mod:`service.infra.local_jobs`): the kept upload
     analysed in a bounded process and stored, then removed. A job run again after a
     restart finds its upload where it was kept."""
 

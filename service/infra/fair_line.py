@@ -25,7 +25,7 @@ got a 503. :class:`FairLine` decides instead:
 - **Known long work waits as such.** The caller says when a task is known to be long (a
   profile of a model with many experts: :func:`profiles.depth.expected_long`).
 
-It holds no processes itself: the pool (:mod:`service.compute`) gives it the idle ones
+It holds no processes itself: the pool (:mod:`service.infra.compute`) gives it the idle ones
 and asks it whom to give each to.
 """
 

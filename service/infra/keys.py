@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from service.files import locked, read_bounded, write_atomically
+from service.infra.files import locked, read_bounded, write_atomically
 
 ROLES = ("read", "write", "admin")
 PREFIX = "rs_"

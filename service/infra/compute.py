@@ -18,12 +18,12 @@ and the kernel runs the workers first.
   is away, the worker ranks them itself.
 
 Work nobody waits for is called off: a request thread waits for its child in short
-steps, and when its client has gone (:mod:`service.connection`) or its time is up, the
+steps, and when its client has gone (:mod:`service.infra.connection`) or its time is up, the
 task is dropped if it was still waiting for a child, or called off in the child, which
 stops it at its next time-limit check (:mod:`profiles.interrupt`) and stays warm; a child
 that does not stop within :data:`CALL_OFF_S` is killed and replaced.
 
-Who gets a child is :mod:`service.fair_line`'s choice: fair between tenants (a key, else a
+Who gets a child is :mod:`service.infra.fair_line`'s choice: fair between tenants (a key, else a
 network), long work kept to all children but one so that light work always finds one, at
 most :attr:`ComputePool.queue` tasks waiting, none longer than ``wait_s`` (503 and
 ``Retry-After``). One tenant may have :attr:`ComputePool.per_client` tasks running or
@@ -60,11 +60,11 @@ from flask import request as current_request
 from profiles.depth import expected_long
 from profiles.resolved import ResolvedModel
 from profiles.workload import Workload
-from service import connection
-from service.compute_child import READY, _answer, _child, _count_in_child, _Failure
 from service.engine.errors import Abandoned, Busy, TooSlow
 from service.engine.estimating.profiling import count_here
-from service.fair_line import LIGHT_S, FairLine, Full, Turn
+from service.infra import connection
+from service.infra.compute_child import READY, _answer, _child, _count_in_child, _Failure
+from service.infra.fair_line import LIGHT_S, FairLine, Full, Turn
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ class _Process:
     process: BaseProcess
     tasks: Connection
     called_off: Any
-    light_only: bool = False  # long work never runs here (service.fair_line)
+    light_only: bool = False  # long work never runs here (service.infra.fair_line)
 
 
 class _Died(Exception):
@@ -104,7 +104,7 @@ class _Died(Exception):
 
 
 class _Demoted(Exception):
-    """A task passed :data:`service.fair_line.LIGHT_S` with every long slot taken: called
+    """A task passed :data:`service.infra.fair_line.LIGHT_S` with every long slot taken: called
     off, it waits again as long work."""
 
 

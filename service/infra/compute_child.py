@@ -1,4 +1,4 @@
-"""The child side of :mod:`service.compute`: a compute process boots its own copy of the app,
+"""The child side of :mod:`service.infra.compute`: a compute process boots its own copy of the app,
 then runs the tasks its worker sends, one at a time, and carries errors back as data.
 
 The state here is the child process's own (its app, the seconds of the profiles it counted

@@ -14,11 +14,11 @@ in the embedded set-up too (what they store, the worker reads).
   killed process but not a power cut, and may be dropped to make room.
 - **Size**: past ``RIGHTSIZE_STORE_MAX_BYTES`` the expired entries go, then the oldest
   cached answers; a durable write that still finds no room is refused
-  (:class:`service.files.StoreFull`: 507, nothing stored), as is one the disk refuses.
+  (:class:`service.infra.files.StoreFull`: 507, nothing stored), as is one the disk refuses.
 - **Connections**: one per thread and process (a connection never crosses a fork), in WAL
   mode so that readers never wait for a writer.
 
-Jobs (:mod:`service.local_jobs`) keep their states in the same file.
+Jobs (:mod:`service.infra.local_jobs`) keep their states in the same file.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from service.files import StoreFull
+from service.infra.files import StoreFull
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +54,7 @@ ROOM = 0.9  # evicting makes room down to this share of the limit
 
 
 class EmbeddedStore:
-    """The :class:`service.cache.Cache` of the embedded default: entries in SQLite."""
+    """The :class:`service.infra.cache.Cache` of the embedded default: entries in SQLite."""
 
     backend = "sqlite"
     reachable = True

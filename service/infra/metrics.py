@@ -5,7 +5,7 @@ the series; ``unmatched`` for any other path), method (``other`` for any but the
 seven) and status; cache lookups by kind (the key's prefix: profile, recommendation,
 trace...) and result, whose ratio is the hit ratio; the time to count a profile on a cache
 miss (those a compute process counted while ranking included); where profiles were counted
-and recommendations ranked (a compute process or the worker, :mod:`service.compute`); the
+and recommendations ranked (a compute process or the worker, :mod:`service.infra.compute`); the
 job queue's depth (Redis only). Each app has its own registry; under gunicorn each worker
 reports its own counts (scrape each worker, or sum them).
 """
@@ -26,7 +26,7 @@ from prometheus_client import (
 )
 from werkzeug.wrappers import Response
 
-from service.cache import Cache
+from service.infra.cache import Cache
 
 LATENCY_BUCKETS = (0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 # labels take only values the service chooses: a client's own method names (any token is

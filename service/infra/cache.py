@@ -1,5 +1,5 @@
 """The store of answers, traces and profiles: Redis when ``RIGHTSIZE_REDIS_URL`` is set,
-else SQLite on disk (:mod:`service.embedded_store`); an in-process LRU backs Redis while it
+else SQLite on disk (:mod:`service.infra.embedded_store`); an in-process LRU backs Redis while it
 is away.
 
 Each stores bytes under string keys with a time to live. The Redis cache never raises on
@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import redis
 
-from service.embedded_store import EmbeddedStore
+from service.infra.embedded_store import EmbeddedStore
 
 log = logging.getLogger(__name__)
 
