@@ -25,9 +25,10 @@ DEPLOYMENTS = ("any", "cloud", "on-premise")
 UNIT_SAMPLES = 1e6  # the unit of work when the workload gives no dataset
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Candidate:
-    """One GPU at a count and layout, on one deployment, with its figures and reasons."""
+    """One GPU at a count and layout, on one deployment, with its figures and reasons;
+    built by name (21 figures in a row were once easy to swap)."""
 
     gpu: Gpu
     count: int

@@ -151,11 +151,14 @@ def _deployments(
                                    (float(provider.pue.value), provider.pue.source),
                                    (grid.g_co2e_per_kwh, grid.source))  # fmt: skip
                 out.append(Candidate(
-                    run.gpu, run.count, run.planned, run.step_s, rate,
-                    jt.hours if run.job_samples else None, jt.hours, "cloud", pricing,
-                    site.provider, 0.0, monthly, monthly * usage.horizon_months, per_gpu_hour,
-                    job_cost, site, instances, jt, power, region, bound, offer=offer,
-                    usage=usage, served=run.served,
+                    gpu=run.gpu, count=run.count, planned=run.planned, step_s=run.step_s,
+                    samples_per_s=rate, job_hours=jt.hours if run.job_samples else None,
+                    hours_per_unit=jt.hours, deployment="cloud", pricing=pricing,
+                    provider=site.provider, capital_usd=0.0, monthly_usd=monthly,
+                    horizon_usd=monthly * usage.horizon_months, usd_per_gpu_hour=per_gpu_hour,
+                    cost_per_unit_usd=job_cost, site=site, instances=instances, job=jt,
+                    energy=power, region=region, bound=bound, offer=offer, usage=usage,
+                    served=run.served,
                 ))  # fmt: skip
             continue
         params = _onprem_parameters(k, overrides, run.gpu, run.count)
@@ -167,12 +170,14 @@ def _deployments(
         power = job.energy(run.gpu.tdp_w, run.count, jt, busy, host_w,
                            (pue.value, pue.source), (grid.g_co2e_per_kwh, grid.source))  # fmt: skip
         out.append(Candidate(
-            run.gpu, run.count, run.planned, run.step_s, rate,
-            jt.hours if run.job_samples else None, jt.hours, "on-premise", "owned",
-            "on-premise", own.capital_usd, own.monthly_usd, own.horizon_usd,
-            own.cost_per_gpu_hour_usd, jt.hours * run.count * own.cost_per_gpu_hour_usd,
-            site, instances, jt, power, None, bound, onprem=own, usage=usage,
-            served=run.served,
+            gpu=run.gpu, count=run.count, planned=run.planned, step_s=run.step_s,
+            samples_per_s=rate, job_hours=jt.hours if run.job_samples else None,
+            hours_per_unit=jt.hours, deployment="on-premise", pricing="owned",
+            provider="on-premise", capital_usd=own.capital_usd, monthly_usd=own.monthly_usd,
+            horizon_usd=own.horizon_usd, usd_per_gpu_hour=own.cost_per_gpu_hour_usd,
+            cost_per_unit_usd=jt.hours * run.count * own.cost_per_gpu_hour_usd, site=site,
+            instances=instances, job=jt, energy=power, region=None, bound=bound, onprem=own,
+            usage=usage, served=run.served,
         ))  # fmt: skip
     if not out:
         excluded.append({**_no_site(run.gpu, s), "count": run.count})
