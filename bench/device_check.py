@@ -27,7 +27,7 @@ from profiles.description import resolve
 from profiles.model_catalog import Catalog
 from profiles.profile import profile
 from profiles.workload import WorkloadSchema
-from service.engine.estimating.estimate import EstimateRequest, estimate
+from service.engine.estimating.estimate import EstimateInput, estimate
 from service.engine.estimating.model import build
 from service.engine.estimating.step_profile import StepProfile
 
@@ -80,7 +80,7 @@ def main() -> None:
                 continue
             counted = profile(resolve(asked[0], catalog), WorkloadSchema().load(asked[1]), 120)
             step = StepProfile.from_profile(counted.to_dict())
-            found = estimate(EstimateRequest(step, gpu), model, knowledge)
+            found = estimate(EstimateInput(step, gpu), model, knowledge)
             memory = step.memory.total_bytes - step.memory.runtime_overhead_bytes
             measured = run["step_s_median"]
             peak = run["peak_allocated_bytes"]

@@ -46,12 +46,6 @@ def attach(app: Flask, state: AppState) -> None:
     app.extensions[EXTENSION] = state
 
 
-def estimates_for(body: dict[str, Any]) -> EstimateService:
-    """The estimate service a request asked for (``submitted_benchmarks``, default true);
-    the field is taken out of ``body``."""
-    return state().layers.service(bool(body.pop("submitted_benchmarks", True)))
-
-
 def state() -> AppState:
     """The running app's state (inside a request or an app context)."""
     result: AppState = current_app.extensions[EXTENSION]

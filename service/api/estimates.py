@@ -6,7 +6,7 @@ import functools
 from typing import Any
 
 from flask.views import MethodView
-from marshmallow import Schema, fields, validate
+from marshmallow import Schema, fields, post_load, validate
 
 from profiles.workload import WorkloadSchema
 from service import jobs
@@ -36,9 +36,10 @@ from service.api.validation_schemas import (
     ValidationTargetSchema,
 )
 from service.engine.planning.estimates import check_traced, estimate_request
+from service.engine.requests import EstimateRequest
 from service.errors import NotFound
 from service.security import reader
-from service.state import estimates_for, state
+from service.state import state
 
 blp = Blueprint("estimates", __name__, url_prefix="/v1", description="Performance estimates")
 
@@ -87,6 +88,10 @@ class EstimateRequestSchema(OneSource, Schema.from_dict(layout_options())):  # t
             "its GPUs); see POST /v1/plans for every valid one"
         },
     )
+
+    @post_load
+    def _typed(self, data: dict[str, Any], **_: Any) -> EstimateRequest:
+        return EstimateRequest(**data)
 
 
 class IntervalSchema(Schema):
@@ -243,14 +248,14 @@ class Estimates(MethodView):
     @blp.problem(404)
     @blp.problem(422)
     @blp.problem(503)
-    def post(self, body: dict[str, Any]) -> Any:
+    def post(self, body: EstimateRequest) -> Any:
         """Estimate step time, throughput, memory and the bound on a GPU (and n of them)"""
-        knowledge = state().knowledge
-        gpu_filter(knowledge, body["gpu"], location="json")
-        service = estimates_for(body)
-        if body.get("trace_id"):  # the cache keys on the request: the trace is its owner's
+        st = state()
+        gpu_filter(st.knowledge, body.gpu, location="json")
+        service = st.layers.service(body.submitted_benchmarks)
+        if body.trace_id:  # the cache keys on the request: the trace is its owner's
             check_traced(body)
-            must_read(body["trace_id"])
+            must_read(body.trace_id)
         compute = functools.partial(estimate_request, service, body, reader())
         return cached("estimate", answer_version(service), EstimateSchema, compute)
 
@@ -349,7 +354,7 @@ class Validation(MethodView):
     @blp.problem(404)
     def get(self) -> dict[str, Any]:
         """The last validation report (held-out GPUs, forward in time, architectures, memory)"""
-        report = estimates_for({}).report()
+        report = state().layers.service(True).report()
         if report is None:
             raise NotFound("validation report", "(none yet: run `rightsize validate`)", [])
         marker = state().layers.marker()

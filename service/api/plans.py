@@ -7,7 +7,7 @@ from typing import Any
 
 from flask import has_app_context
 from flask.views import MethodView
-from marshmallow import Schema, ValidationError, fields, validate
+from marshmallow import Schema, ValidationError, fields, post_load, validate
 
 from knowledge.stack_schemas import LIST_VALUES, PROPERTIES, property_error
 from profiles.workload import WorkloadSchema
@@ -26,12 +26,17 @@ from service.api.profiles import model_field
 from service.api.stack_schemas import StackUsedSchema
 from service.engine.planning.plans import plan_request
 from service.engine.planning.serving import WEIGHT_PRECISIONS
-from service.state import estimates_for, state
+from service.engine.requests import Links, PlanRequest
+from service.state import state
 
 blp = Blueprint("plans", __name__, url_prefix="/v1", description="Parallel layouts")
 
 
 class InterconnectChoiceSchema(Schema):
+    @post_load
+    def _typed(self, data: dict[str, Any], **_: Any) -> Links:
+        return Links(**data)
+
     intra_node = fields.String(
         metadata={"description": "interconnect id inside a node (default: the GPU's own)"}
     )
@@ -169,6 +174,10 @@ class PlanRequestSchema(OneSource, Schema.from_dict(layout_options())):  # type:
         metadata={"description": "layouts returned at the count (best first)"},
     )
 
+    @post_load
+    def _typed(self, data: dict[str, Any], **_: Any) -> PlanRequest:
+        return PlanRequest(**data)
+
 
 class PlanSchema(Schema):
     gpu = fields.String()
@@ -222,10 +231,10 @@ class Plans(MethodView):
     @blp.problem(404)
     @blp.problem(422)
     @blp.problem(503)
-    def post(self, body: dict[str, Any]) -> Any:
+    def post(self, body: PlanRequest) -> Any:
         """Rank every valid parallel layout of a workload on a GPU type"""
-        knowledge = state().knowledge
-        gpu_filter(knowledge, body["gpu"], location="json")
-        service = estimates_for(body)
+        st = state()
+        gpu_filter(st.knowledge, body.gpu, location="json")
+        service = st.layers.service(body.submitted_benchmarks)
         compute = functools.partial(plan_request, service, body)
         return cached("plan", answer_version(service), PlanSchema, compute)

@@ -72,6 +72,64 @@ class RecommendationRequest:
         return {"model": self.model, "workload": self.workload}
 
 
+@dataclass(frozen=True)
+class Links:
+    """The interconnects a request names (ids; None: the GPU's own, the site's)."""
+
+    intra_node: str | None = None
+    inter_node: str | None = None
+
+
+@dataclass(frozen=True)
+class StepRequest:
+    """What ``POST /v1/estimates`` and ``POST /v1/plans`` share, typed: the GPU, what
+    names the work (``model`` with ``workload``, or ``profile_id``), the count and the
+    options the layout model reads. ``layout`` and ``nvlink`` are an estimate's (None in a
+    plan)."""
+
+    gpu: str
+    model: dict[str, Any] | None = None
+    workload: Workload | None = None
+    profile_id: str | None = None
+    count: int | None = None
+    layout: dict[str, Any] | None = None
+    stack: str | None = None
+    stack_options: dict[str, Any] | None = None
+    interconnect: Links | None = None
+    gpus_per_node: int | None = None
+    nvlink: bool | None = None
+    weight_precision: str | None = None
+    kv_precision: str | None = None
+    concurrency: int | None = None
+    submitted_benchmarks: bool = True  # which estimate service answers (the API's concern)
+
+    def source(self) -> dict[str, Any]:
+        """What names the work, as :meth:`EstimateService.body_profile` reads it."""
+        if self.profile_id:
+            return {"profile_id": self.profile_id}
+        return {"model": self.model, "workload": self.workload}
+
+
+@dataclass(frozen=True)
+class EstimateRequest(StepRequest):
+    """``POST /v1/estimates``'s body, typed; ``trace_id`` (with the GPU it was traced on)
+    names the work instead of a model or a profile."""
+
+    trace_id: str | None = None
+    reference_gpu: str | None = None
+    input_samples_per_s: float | None = None
+
+
+@dataclass(frozen=True)
+class PlanRequest(StepRequest):
+    """``POST /v1/plans``'s body, typed: layouts ranked at ``count`` (None: the fewest
+    GPUs that fit), the fastest at each power of two up to ``max_count``."""
+
+    max_count: int = 64
+    global_batch_size: int | None = None
+    limit: int = 20
+
+
 def request_digest(body: Mapping[str, Any] | None, depends_on: str) -> str:
     """The one digest of a request: its JSON as sent (keys sorted) and what its answer
     depends on besides (knowledge, rules, model versions). A recommendation's id, and

@@ -17,7 +17,7 @@ from profiles.workload import WorkloadSchema
 from service.engine.errors import EngineError, UnsupportedPrecision
 from service.engine.estimating import step_model
 from service.engine.estimating.ceiling import InputCeiling
-from service.engine.estimating.estimate import Estimate, EstimateRequest, estimate
+from service.engine.estimating.estimate import Estimate, EstimateInput, estimate
 from service.engine.estimating.model import PerformanceModel
 from service.engine.estimating.roofline import usable_precisions
 from service.engine.estimating.step_profile import StepProfile
@@ -92,7 +92,7 @@ class TestEveryModelEveryGpu:
             p = _profile(catalog, name, **_workload(catalog, name, task))
             for gpu in knowledge.gpus.values():
                 label = f"{name} {task} on {gpu.id}"
-                request = EstimateRequest(p, gpu)
+                request = EstimateInput(p, gpu)
                 if gpu.id in without:
                     with pytest.raises(UnsupportedPrecision, match="fp16") as raised:
                         estimate(request, model, knowledge)
@@ -109,7 +109,7 @@ class TestEveryModelEveryGpu:
             if "fp16" not in usable_precisions(gpu):
                 continue
             for count in (2, 8, 16):
-                result = estimate(EstimateRequest(p, gpu, count), model, knowledge)
+                result = estimate(EstimateInput(p, gpu, count), model, knowledge)
                 _check(result, f"{gpu.id} x{count}")
                 assert result.breakdown is not None
                 assert result.breakdown.allreduce_s > 0
@@ -124,8 +124,8 @@ class TestWhatNoGpuShortens:
         bound names the host."""
         p = _profile(catalog, "tacotron2", task="training", precision="fp16", batch_size=48)
         h100 = knowledge.gpus["h100-sxm-80gb"]
-        base = estimate(EstimateRequest(p, h100), model, knowledge)
-        fast = estimate(EstimateRequest(p, _faster(h100, 2.0)), model, knowledge)
+        base = estimate(EstimateInput(p, h100), model, knowledge)
+        fast = estimate(EstimateInput(p, _faster(h100, 2.0)), model, knowledge)
         assert base.known_workload == fast.known_workload == "tacotron2-ljspeech"
         assert 1.0 < base.step_time_s / fast.step_time_s < 1.2
         assert fast.bound in {"host", "kernel_launches"}
@@ -141,15 +141,15 @@ class TestWhatNoGpuShortens:
         p = _profile(catalog, "resnet-50", task="training", precision="fp16", batch_size=256)
         ceiling = InputCeiling(500.0, "request", "input_samples_per_s")
         h100 = knowledge.gpus["h100-sxm-80gb"]
-        slow = estimate(EstimateRequest(p, h100, ceiling=ceiling), model, knowledge)
-        fast = estimate(EstimateRequest(p, _faster(h100, 2.0), ceiling=ceiling), model, knowledge)
+        slow = estimate(EstimateInput(p, h100, ceiling=ceiling), model, knowledge)
+        fast = estimate(EstimateInput(p, _faster(h100, 2.0), ceiling=ceiling), model, knowledge)
         assert slow.bound == fast.bound == "input"
         assert slow.samples_per_s == pytest.approx(500.0)
         assert fast.samples_per_s == pytest.approx(500.0)
         assert fast.breakdown is not None
         assert fast.breakdown.input_wait_s > 0
         assert any("faster GPU buys nothing" in a for a in slow.assumptions)
-        free = estimate(EstimateRequest(p, h100), model, knowledge)
+        free = estimate(EstimateInput(p, h100), model, knowledge)
         assert free.bound != "input"
         assert free.samples_per_s is not None
         assert free.samples_per_s > 500.0
@@ -160,8 +160,8 @@ class TestWhatNoGpuShortens:
         p = _profile(catalog, "bert-large", task="fine-tuning", precision="fp16", batch_size=32,
                      seq_len=384)  # fmt: skip
         a100 = knowledge.gpus["a100-sxm4-80gb"]
-        slow = estimate(EstimateRequest(p, a100), model, knowledge).breakdown
-        fast = estimate(EstimateRequest(p, _faster(a100, 4.0)), model, knowledge).breakdown
+        slow = estimate(EstimateInput(p, a100), model, knowledge).breakdown
+        fast = estimate(EstimateInput(p, _faster(a100, 4.0)), model, knowledge).breakdown
         assert slow is not None
         assert fast is not None
         assert fast.gpu_s < slow.gpu_s / 2

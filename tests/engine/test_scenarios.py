@@ -176,7 +176,7 @@ def scenario_app(model: PerformanceModel) -> Flask:
 
 @pytest.fixture(scope="module")
 def service(scenario_app: Flask) -> EstimateService:
-    """The estimate service a request gets (``service.state.estimates_for``), built once."""
+    """The estimate service a request gets (``state().layers.service``), built once."""
     with scenario_app.app_context():
         found = state().layers.service(include_submitted=True)
     found.model()

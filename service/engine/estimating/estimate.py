@@ -36,7 +36,7 @@ BENCHMARK_PRECISION = {"fp16": "fp16", "bf16": "fp16", "fp32": "fp32", "tf32": "
 
 
 @dataclass(frozen=True, slots=True)
-class EstimateRequest:
+class EstimateInput:
     """One estimate to make: ``profile`` on ``count`` GPUs of ``gpu`` (batch per GPU)."""
 
     profile: StepProfile
@@ -210,17 +210,17 @@ def benchmark_workload(profile: StepProfile, knowledge: Knowledge) -> str | None
 
 
 def estimate_many(
-    requests: Sequence[EstimateRequest], model: PerformanceModel, knowledge: Knowledge
+    requests: Sequence[EstimateInput], model: PerformanceModel, knowledge: Knowledge
 ) -> list[Estimate]:
     """The estimate of each request (the API asks for one; validation for thousands)."""
     return [_one(r, model, knowledge) for r in requests]
 
 
-def estimate(request: EstimateRequest, model: PerformanceModel, knowledge: Knowledge) -> Estimate:
+def estimate(request: EstimateInput, model: PerformanceModel, knowledge: Knowledge) -> Estimate:
     return estimate_many([request], model, knowledge)[0]
 
 
-def _one(request: EstimateRequest, model: PerformanceModel, knowledge: Knowledge) -> Estimate:
+def _one(request: EstimateInput, model: PerformanceModel, knowledge: Knowledge) -> Estimate:
     profile, gpu = request.profile, request.gpu
     mode = math_mode(gpu, profile.precision)  # raises UnsupportedPrecision
     assumptions = [
@@ -255,7 +255,7 @@ def _one(request: EstimateRequest, model: PerformanceModel, knowledge: Knowledge
 
 # long: a training estimate's figures from the step model's parts, a field a line
 def _training(
-    request: EstimateRequest,
+    request: EstimateInput,
     mode: MathMode,
     model: PerformanceModel,
     knowledge: Knowledge,
@@ -361,7 +361,7 @@ def _explain(parts: StepParts, known: str | None) -> str:
 
 # long: an inference estimate's figures from the step model's parts, a field a line
 def _inference(
-    request: EstimateRequest,
+    request: EstimateInput,
     mode: MathMode,
     model: PerformanceModel,
     fit: MemoryFit,

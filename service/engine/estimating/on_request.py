@@ -23,7 +23,7 @@ from service.engine.errors import InvalidRequest, ModelUnavailable, NotFound
 from service.engine.estimating.ceiling import InputCeiling
 from service.engine.estimating.estimate import (
     Estimate,
-    EstimateRequest,
+    EstimateInput,
     Interval,
     benchmark_workload,
     estimate,
@@ -36,6 +36,7 @@ from service.engine.estimating.step_profile import StepProfile
 from service.engine.estimating.traces import TraceService
 from service.engine.memo import Memo
 from service.engine.owners import Reader
+from service.engine.requests import EstimateRequest
 from service.engine.rules import RuleBook
 
 log = logging.getLogger(__name__)
@@ -156,7 +157,7 @@ class EstimateService:
         if profile.trains:
             ceiling, note = self.ceiling(input_samples_per_s, profile, model)
         result = estimate(
-            EstimateRequest(profile, gpu, count, nvlink, ceiling), model, self.knowledge
+            EstimateInput(profile, gpu, count, nvlink, ceiling), model, self.knowledge
         )
         if note:
             return _with_assumption(result, note)
@@ -175,20 +176,20 @@ class EstimateService:
         profiled, _ = self.profiles.profile(body["model"], body["workload"])
         return profiled
 
-    def request(self, body: dict[str, Any], reader: Reader) -> Estimate:
-        """An estimate for the API's request body (validated by its schema); a trace it
-        names is read as ``reader``."""
-        gpu = self.knowledge.gpu(body["gpu"])
-        count = body.get("count", 1)
-        if body.get("trace_id"):
-            return self.from_trace(body["trace_id"], gpu, count, reader, body.get("reference_gpu"))
-        found = self.body_profile(body)
+    def request(self, request: EstimateRequest, reader: Reader) -> Estimate:
+        """The plain estimate ``request`` asks for; a trace it names is read as
+        ``reader``."""
+        gpu = self.knowledge.gpu(request.gpu)
+        count = request.count or 1
+        if request.trace_id:
+            return self.from_trace(request.trace_id, gpu, count, reader, request.reference_gpu)
+        found = self.body_profile(request.source())
         return self.from_profile(
             StepProfile.from_profile(found),
             gpu,
             count,
-            body.get("input_samples_per_s"),
-            body.get("nvlink"),
+            request.input_samples_per_s,
+            request.nvlink,
         )
 
     def from_trace(

@@ -26,6 +26,7 @@ from service.engine.planning.network import Network, network
 from service.engine.planning.search import Planned, plan, plan_layout, unsupported
 from service.engine.planning.serving import layout_inference, tensor_degrees
 from service.engine.planning.work import stacked, work
+from service.engine.requests import EstimateRequest, Links, PlanRequest, StepRequest
 
 # the links a plan compares its best layout on: inside a node, then between nodes
 INTRA_ALTERNATIVES = ("pcie-4-x16", "pcie-5-x16")
@@ -46,52 +47,52 @@ class Setting:
     usable_bytes: float
 
 
-def _setting(service: EstimateService, body: Mapping[str, Any]) -> Setting:
-    gpu = service.knowledge.gpu(body["gpu"])
-    found = service.body_profile(body)
+def _setting(service: EstimateService, request: StepRequest) -> Setting:
+    gpu = service.knowledge.gpu(request.gpu)
+    found = service.body_profile(request.source())
     profile = StepProfile.from_profile(found)
     shape = ModelShape.from_profile(found)
     # a given layout that splits the model (tensor, pipeline or context parallel)
-    given = body.get("layout") or {}
+    given = request.layout or {}
     splits = unsupported(Layout(**given), ("data",)) is not None
     stack = stacks.for_work(
-        service.knowledge, body.get("stack"), body.get("stack_options"), profile, shape,
+        service.knowledge, request.stack, request.stack_options, profile, shape,
         splits=splits,
     )  # fmt: skip
-    stacks.check_formats(stack, profile.precision, body.get("weight_precision"))
+    stacks.check_formats(stack, profile.precision, request.weight_precision)
     mode = math_mode(gpu, profile.precision)
-    links = body.get("interconnect") or {}
+    links = request.interconnect or Links()
     net = network(
         service.knowledge,
         gpu,
-        int(body.get("gpus_per_node") or scaling.domain(gpu)),
-        links.get("intra_node"),
-        links.get("inter_node"),
-        body.get("nvlink"),
+        int(request.gpus_per_node or scaling.domain(gpu)),
+        links.intra_node,
+        links.inter_node,
+        request.nvlink,
     )
     usable = gpu.memory_gb * 2**30 * USABLE_MEMORY_SHARE
     return Setting(found, stacked(profile, shape, stack), shape, gpu, mode, stack, net, usable)
 
 
 def body_stack(
-    service: EstimateService, body: Mapping[str, Any]
+    service: EstimateService, request: StepRequest
 ) -> tuple[stacks.Stack, dict[str, Any] | None]:
     """The stack a request's work runs on (named, else the default for the work), and the
     data-parallel layout over the request's ``count`` that times its training step with the
     layout model, sharded as the stack shards (None: the step model times it: a stack it
     was fitted for, or no training)."""
-    found = service.body_profile(body)
+    found = service.body_profile(request.source())
     profile = StepProfile.from_profile(found)
     stack = stacks.for_work(
         service.knowledge,
-        body.get("stack"),
-        body.get("stack_options"),
+        request.stack,
+        request.stack_options,
         profile,
         ModelShape.from_profile(found),
     )
     if not profile.trains or stack.step_model:
         return stack, None
-    count = int(body.get("count") or 1)
+    count = int(request.count or 1)
     stage = stack.zero_stage if count > 1 else 0
     return stack, {"data_parallel": count, **({"zero_stage": stage} if stage else {})}
 
@@ -128,12 +129,12 @@ def _assumptions(s: Setting) -> list[str]:
     return out
 
 
-def plan_request(service: EstimateService, body: Mapping[str, Any]) -> dict[str, Any]:
+def plan_request(service: EstimateService, request: PlanRequest) -> dict[str, Any]:
     """The ranked layouts, the smallest fitting count and the fastest layout per count."""
-    s = _setting(service, body)
+    s = _setting(service, request)
     model = service._built_model()
     if not s.profile.trains:
-        return _inference_plan(service, s, body)
+        return _inference_plan(service, s, request)
     done = work(s.profile, s.gpu, s.mode, s.stack, model.step_model)
     found = plan(
         s.profile,
@@ -143,11 +144,11 @@ def plan_request(service: EstimateService, body: Mapping[str, Any]) -> dict[str,
         s.mode,
         s.usable_bytes,
         s.stack,
-        body.get("count"),
-        int(body.get("max_count") or 64),
-        body.get("global_batch_size"),
+        request.count,
+        request.max_count,
+        request.global_batch_size,
     )
-    limit = int(body.get("limit") or 20)
+    limit = request.limit
     best = next((x for x in found.ranked if x.fits), None)
     out: dict[str, Any] = {
         "gpu": s.gpu.id,
@@ -168,7 +169,7 @@ def plan_request(service: EstimateService, body: Mapping[str, Any]) -> dict[str,
     }
     if best is not None:
         out["on_other_links"] = _on_other_links(service, s, best, done)
-        wanted = body.get("global_batch_size")
+        wanted = request.global_batch_size
         if wanted and best.step.samples_per_step != wanted:
             out["assumptions"].append(
                 f"global_batch_size {wanted} is not micro-batch x accumulation x data parallel "
@@ -248,9 +249,7 @@ def served_alone(service: EstimateService, profile: StepProfile, gpu: Gpu) -> di
     }
 
 
-def _inference_plan(
-    service: EstimateService, s: Setting, body: Mapping[str, Any]
-) -> dict[str, Any]:
+def _inference_plan(service: EstimateService, s: Setting, request: PlanRequest) -> dict[str, Any]:
     model = service._built_model()
     if not s.profile.output_tokens:  # nothing decoded: one GPU a replica
         alone = served_alone(service, s.profile, s.gpu)
@@ -281,9 +280,9 @@ def _inference_plan(
             t,
             s.stack,
             s.usable_bytes,
-            body.get("weight_precision"),
-            body.get("kv_precision"),
-            body.get("concurrency"),
+            request.weight_precision,
+            request.kv_precision,
+            request.concurrency,
         )
         found.append({"fits": served.max_concurrency >= 1, **served.to_dict()})
     fitting = [x for x in found if x["fits"]]
@@ -306,26 +305,26 @@ def _inference_plan(
     }
 
 
-def serving_estimate(service: EstimateService, body: Mapping[str, Any]) -> dict[str, Any] | None:
+def serving_estimate(service: EstimateService, request: EstimateRequest) -> dict[str, Any] | None:
     """A generative model's serving figures for the plain ``POST /v1/estimates`` on
     ``count`` GPUs (None for training, a trace, or a model that decodes nothing): the fewest
     tensor-parallel GPUs inside a node (a divisor of the count and of the heads) that hold
     the weights and one sequence's KV cache, replicated over the rest; time to first token
     and per output token at the concurrency (by default the most the KV cache holds), and
     the output tokens a second of all the replicas."""
-    if body.get("trace_id"):
+    if request.trace_id:
         return None
-    s = _setting(service, body)
+    s = _setting(service, request)
     if s.profile.trains or not s.profile.output_tokens:
         return None
-    count = int(body.get("count") or 1)
+    count = int(request.count or 1)
     degrees = tensor_degrees(s.shape, min(count, s.net.gpus_per_node), count)
     model = service._built_model()
     for t in degrees:
         served = layout_inference(
             s.profile, s.shape, s.gpu, s.mode, model.step_model, s.net, t, s.stack,
-            s.usable_bytes, body.get("weight_precision"), body.get("kv_precision"),
-            body.get("concurrency"),
+            s.usable_bytes, request.weight_precision, request.kv_precision,
+            request.concurrency,
         )  # fmt: skip
         if served.max_concurrency >= 1 or t == degrees[-1]:
             replicas = count // t
@@ -338,27 +337,27 @@ def serving_estimate(service: EstimateService, body: Mapping[str, Any]) -> dict[
     return None
 
 
-def layout_estimate(service: EstimateService, body: Mapping[str, Any]) -> dict[str, Any]:
+def layout_estimate(service: EstimateService, request: EstimateRequest) -> dict[str, Any]:
     """``POST /v1/estimates`` with a layout: that layout's memory and step (served: its
     groups' serving)."""
-    s = _setting(service, body)
-    layout = Layout(**dict(body["layout"]))
-    _check_layout(s, layout, body)
+    s = _setting(service, request)
+    layout = Layout(**dict(request.layout or {}))
+    _check_layout(s, layout, request.count)
     if not s.profile.trains and not s.profile.output_tokens:  # nothing decoded
         return _served_alone(service, s, layout)
     if not s.profile.trains:
-        return _served_by_groups(service, s, layout, body)
+        return _served_by_groups(service, s, layout, request)
     return _trained(service, s, layout)
 
 
-def _check_layout(s: Setting, layout: Layout, body: Mapping[str, Any]) -> None:
+def _check_layout(s: Setting, layout: Layout, count: int | None) -> None:
     """Refuse a layout the count, the model, the stack or the task cannot take."""
-    if "count" in body and body["count"] not in (1, layout.gpus):
+    if count is not None and count not in (1, layout.gpus):
         raise InvalidRequest(
             "count",
             f"the layout uses {layout.gpus} GPUs (data x tensor x pipeline x context); "
             "give that count or leave count out",
-            body["count"],
+            count,
         )
     check(layout, s.shape, s.net.gpus_per_node, s.profile.seq_len)
     split = unsupported(layout, s.profile.parallelism) if s.profile.trains else None
@@ -404,13 +403,13 @@ def _served_alone(service: EstimateService, s: Setting, layout: Layout) -> dict[
 
 
 def _served_by_groups(
-    service: EstimateService, s: Setting, layout: Layout, body: Mapping[str, Any]
+    service: EstimateService, s: Setting, layout: Layout, request: EstimateRequest
 ) -> dict[str, Any]:
     """A decoding model on data_parallel tensor-parallel groups."""
     served = layout_inference(
         s.profile, s.shape, s.gpu, s.mode, service._built_model().step_model, s.net,
         layout.tensor_parallel, s.stack, s.usable_bytes,
-        body.get("weight_precision"), body.get("kv_precision"), body.get("concurrency"),
+        request.weight_precision, request.kv_precision, request.concurrency,
     )  # fmt: skip
     return {
         "gpu": s.gpu.id,

@@ -36,7 +36,7 @@ from knowledge import Knowledge
 from knowledge.submitted import submitted_count
 from profiles.model_catalog import Catalog
 from service.engine.estimating import scaling
-from service.engine.estimating.estimate import Estimate, EstimateRequest, estimate_many
+from service.engine.estimating.estimate import Estimate, EstimateInput, estimate_many
 from service.engine.estimating.model import PerformanceModel
 from service.engine.estimating.observations import Observation, observation_step
 from service.engine.validating.selection import (
@@ -125,12 +125,12 @@ class Prediction:
 
 def requests_for(
     model: PerformanceModel, knowledge: Knowledge, found: Iterable[Observation]
-) -> list[EstimateRequest]:
+) -> list[EstimateInput]:
     """The estimate requests that reproduce ``found`` (as the API would be asked them)."""
     out = []
     for obs in found:
         out.append(
-            EstimateRequest(
+            EstimateInput(
                 profile=observation_step(knowledge, model.profiles, obs),
                 gpu=knowledge.gpus[obs.gpu_id],
                 count=obs.count,
