@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from flask import Response, current_app
 from flask.views import MethodView
-from marshmallow import Schema, ValidationError, fields, validate
+from marshmallow import Schema, ValidationError, fields, post_load, validate
 
 from profiles.errors import InvalidDescription
 from service.api.base import Blueprint, schema_instance
@@ -33,6 +34,17 @@ class AskRequestSchema(Schema):
         },
     )
 
+    @post_load
+    def _typed(self, data: dict[str, Any], **_: Any) -> AskRequest:
+        return AskRequest(**data)
+
+
+@dataclass(frozen=True)
+class AskRequest:
+    """``POST /v1/ask``'s body, typed: one line in words."""
+
+    question: str
+
 
 class AskAnswerSchema(RecommendationSchema):
     understood = fields.Dict(
@@ -54,7 +66,7 @@ class Ask(MethodView):
     @blp.problem(404)
     @blp.problem(422)
     @blp.problem(503)
-    def post(self, body: dict[str, Any]) -> Response:
+    def post(self, body: AskRequest) -> Response:
         """Answer a question in words: which GPUs for this model and workload
 
         For chat bots without tool calling. The question is read deterministically (word
@@ -101,7 +113,7 @@ class Ask(MethodView):
         the model's image size. Precision bf16; objective best_value; deployment any.
         Numbers out of range (`$1e400`, `-5 GPUs`) are a 422 naming `question`.
         """
-        reading = _read(body["question"])
+        reading = _read(body.question)
         found = _answered(reading.request, _checked(reading.request))
         if isinstance(found, Response):  # a compute process answered the whole request
             return found

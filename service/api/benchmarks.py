@@ -8,10 +8,11 @@ batch another key may not see is not found (404). A retrain fits every row."""
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from typing import Any
 
 from flask.views import MethodView
-from marshmallow import Schema, ValidationError, fields, pre_load, validate
+from marshmallow import Schema, ValidationError, fields, post_load, pre_load, validate
 
 from knowledge.benchmark_schemas import SubmittedRowSchema
 from knowledge.records import Benchmark
@@ -107,6 +108,10 @@ class BenchmarkBatchSchema(Schema):
             data = {**data, "rows": [_from_trace(r, i) for i, r in enumerate(data["rows"])]}
         return data
 
+    @post_load
+    def _typed(self, data: dict[str, Any], **_: Any) -> BenchmarkBatch:
+        return BenchmarkBatch(**data)
+
 
 class StoredRowSchema(Schema):
     id = fields.String()
@@ -135,6 +140,26 @@ class RetrainRequestSchema(Schema):
         load_default=False,
         metadata={"description": "also run the validation (minutes) on the retrained model"},
     )
+
+    @post_load
+    def _typed(self, data: dict[str, Any], **_: Any) -> RetrainRequest:
+        return RetrainRequest(**data)
+
+
+@dataclass(frozen=True)
+class RetrainRequest:
+    """``POST /v1/benchmarks/retrain``'s body, typed."""
+
+    validate_after: bool = False
+
+
+@dataclass(frozen=True)
+class BenchmarkBatch:
+    """``POST /v1/benchmarks``'s body, typed: rows as the knowledge's row schema loaded
+    them (records of the submitted table), and whether every caller may list them."""
+
+    rows: list[dict[str, Any]]
+    share: bool = False
 
 
 TRACE_PRECISION = {"fp32": "fp32", "tf32": "fp32", "bf16": "fp16", "fp16": "fp16", "fp8": "fp16"}
@@ -210,13 +235,13 @@ class Benchmarks(MethodView):
     @blp.problem(404)
     @blp.problem(422)
     @blp.problem(507)
-    def post(self, body: dict[str, Any]) -> Any:
+    def post(self, body: BenchmarkBatch) -> Any:
         """Submit measured training throughputs (one row or a batch): all stored, or none"""
         st = state()
         key = caller()
         try:
             stored = st.submissions.submit(
-                st.knowledge, body["rows"], key.key_id if key else "-", body["share"]
+                st.knowledge, body.rows, key.key_id if key else "-", body.share
             )
         except RejectedBatch as exc:
             raise RejectedRows(exc.errors, "json", "nothing was stored") from None
@@ -260,9 +285,9 @@ class Retrain(MethodView):
     @blp.arguments(RetrainRequestSchema)
     @blp.response(202, JobAcceptedSchema)
     @blp.problem(503)
-    def post(self, body: dict[str, Any]) -> Any:
+    def post(self, body: RetrainRequest) -> Any:
         """Queue a retrain on the curated rows and every submitted one, shared or not"""
         st = state()
         if st.redis is None:
             raise no_queue("retraining", "rightsize retrain")
-        return accepted(jobs.submit_retrain(st.redis, st.settings, body["validate_after"]))
+        return accepted(jobs.submit_retrain(st.redis, st.settings, body.validate_after))

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from flask.views import MethodView
-from marshmallow import Schema, fields
+from marshmallow import Schema, fields, post_load
 
 from profiles.description import FAMILIES
 from profiles.workload import WorkloadSchema
 from service.api.base import Blueprint
 from service.api.profile_schemas import ProfileModelSchema, ResolvedWorkloadSchema
+from service.engine.requests import ProfileRequest
 from service.errors import NotFound
 from service.state import state
 
@@ -53,6 +54,10 @@ def model_field(required: bool = False) -> fields.Dict:
 class ProfileRequestSchema(Schema):
     model = model_field(required=True)
     workload = fields.Nested(WorkloadSchema, required=True)
+
+    @post_load
+    def _typed(self, data: dict[str, Any], **_: Any) -> ProfileRequest:
+        return ProfileRequest(**data)
 
 
 class CostSchema(Schema):
@@ -148,9 +153,9 @@ class Profiles(MethodView):
     @blp.problem(404)
     @blp.problem(422)
     @blp.problem(503)
-    def post(self, body: dict[str, Any]) -> dict[str, Any]:
+    def post(self, body: ProfileRequest) -> dict[str, Any]:
         """Profile a workload: FLOPs, bytes moved and memory of one step"""
-        result, cached = state().profiles.profile(body["model"], body["workload"])
+        result, cached = state().profiles.profile(body.model, body.workload)
         return {**result, "cached": cached}
 
 

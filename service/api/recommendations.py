@@ -38,6 +38,7 @@ from service.engine.errors import NotFound
 from service.engine.requests import (
     Constraints,
     RecommendationRequest,
+    TcoRequest,
     UsageAsked,
     request_digest,
 )
@@ -310,6 +311,13 @@ class TcoRequestSchema(Schema):
     providers = fields.List(fields.String(), validate=validate.Length(max=20))
     regions = fields.List(fields.String(), validate=validate.Length(max=50))
 
+    @post_load
+    def _typed(self, data: dict[str, Any], **_: Any) -> TcoRequest:
+        for name in ("providers", "regions"):
+            if data.get(name) is not None:
+                data[name] = tuple(data[name])
+        return TcoRequest(**data)
+
 
 class TcoSchema(Schema):
     gpu = fields.String(metadata={"description": "GPU id"})
@@ -336,14 +344,14 @@ class Tco(MethodView):
     @blp.response(200, TcoSchema)
     @blp.problem(404)
     @blp.problem(422)
-    def post(self, body: dict[str, Any]) -> dict[str, Any]:
+    def post(self, body: TcoRequest) -> dict[str, Any]:
         """Owning against renting a GPU type at a count and usage, with break-even"""
         knowledge = state().layers.service().knowledge  # with refreshed prices
-        gpu_filter(knowledge, body["gpu"], location="json")
-        gpu = knowledge.gpu(body["gpu"])
-        usage = cost.usage_from(body["usage"], None)
-        return cost.tco(knowledge, gpu, body["count"], usage, body.get("onprem"),
-                        body.get("providers"), body.get("regions"))  # fmt: skip
+        gpu_filter(knowledge, body.gpu, location="json")
+        gpu = knowledge.gpu(body.gpu)
+        usage = cost.usage_from(body.usage, None)
+        return cost.tco(knowledge, gpu, body.count, usage, body.onprem,
+                        body.providers, body.regions)  # fmt: skip
 
 
 class RuleSchema(Schema):

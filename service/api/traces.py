@@ -10,7 +10,7 @@ from typing import IO, Any
 
 from flask import request
 from flask.views import MethodView
-from marshmallow import Schema, fields, validate
+from marshmallow import Schema, fields, post_load, validate
 
 from profiles.trace.read import CAPTURE_HINT
 from profiles.trace.stream import TraceFormatError
@@ -24,6 +24,7 @@ from service.api.trace_schemas import (
     TraceEfficiencySchema,
 )
 from service.engine.estimating.traces import TraceOptions
+from service.engine.requests import ProjectionRequest
 from service.errors import ApiError, InvalidInput, NotFound, PayloadTooLarge, TooManyRequests
 from service.infra.local_jobs import OwnerBusy
 from service.infra.uploads import Upload, job_payload
@@ -123,6 +124,10 @@ class ProjectionRequestSchema(Schema):
         metadata={"description": "GPUs per node on the target"},
     )
     reference_gpu = fields.String(metadata={"description": "override the trace's reference GPU"})
+
+    @post_load
+    def _typed(self, data: dict[str, Any], **_: Any) -> ProjectionRequest:
+        return ProjectionRequest(**{**data, "gpus": tuple(data["gpus"])})
 
 
 class ProjectionSchema(Schema):
@@ -252,15 +257,15 @@ class TraceProjections(MethodView):
     @blp.problem(404)
     @blp.problem(422)
     @blp.problem(503)
-    def post(self, body: dict[str, Any], trace_id: str) -> dict[str, Any]:
+    def post(self, body: ProjectionRequest, trace_id: str) -> dict[str, Any]:
         """Project the traced step onto other GPUs (each part scaled by what bounds it)"""
         traces = state().traces
         record = traces.get(trace_id, reader())
         if record is None:
             raise NotFound("trace", trace_id, [])
         knowledge = state().knowledge
-        for name in body["gpus"]:
+        for name in body.gpus:
             if knowledge.resolve_gpu(name) is None:
                 close = ", ".join(knowledge.gpu_index.suggest(name)) or "none"
                 raise InvalidInput("gpus", f"unknown GPU '{name}' (close matches: {close})")
-        return traces.projections(record, body["gpus"], body["count"], body.get("reference_gpu"))
+        return traces.projections(record, list(body.gpus), body.count, body.reference_gpu)

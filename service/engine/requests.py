@@ -130,6 +130,37 @@ class PlanRequest(StepRequest):
     limit: int = 20
 
 
+@dataclass(frozen=True)
+class ProfileRequest:
+    """``POST /v1/profiles``'s body, typed: a model description and its workload."""
+
+    model: dict[str, Any]
+    workload: Workload
+
+
+@dataclass(frozen=True)
+class TcoRequest:
+    """``POST /v1/tco``'s body, typed: owning against renting ``count`` GPUs of ``gpu``
+    at ``usage``, with the request's own on-premise figures and the clouds it allows."""
+
+    gpu: str
+    usage: UsageAsked
+    count: int = 1
+    onprem: dict[str, float] | None = None
+    providers: tuple[str, ...] | None = None
+    regions: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class ProjectionRequest:
+    """``POST /v1/traces/{id}/projections``'s body, typed: the target GPUs, the GPUs a
+    node has there, and the GPU the trace ran on when its own record is not to be used."""
+
+    gpus: tuple[str, ...]
+    count: int = 1
+    reference_gpu: str | None = None
+
+
 def request_digest(body: Mapping[str, Any] | None, depends_on: str) -> str:
     """The one digest of a request: its JSON as sent (keys sorted) and what its answer
     depends on besides (knowledge, rules, model versions). A recommendation's id, and
