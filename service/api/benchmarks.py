@@ -83,6 +83,22 @@ class _Rows(fields.List):
         return value
 
 
+@dataclass(frozen=True)
+class RetrainRequest:
+    """``POST /v1/benchmarks/retrain``'s body, typed."""
+
+    validate_after: bool = False
+
+
+@dataclass(frozen=True)
+class BenchmarkBatch:
+    """``POST /v1/benchmarks``'s body, typed: rows as the knowledge's row schema loaded
+    them (records of the submitted table), and whether every caller may list them."""
+
+    rows: list[dict[str, Any]]
+    share: bool = False
+
+
 class BenchmarkBatchSchema(Schema):
     rows = _Rows(
         fields.Nested(SubmittedRowRequestSchema),
@@ -91,7 +107,7 @@ class BenchmarkBatchSchema(Schema):
         metadata={"description": "training-throughput rows; one row may also be sent alone"},
     )
     share = StrictBoolean(
-        load_default=False,
+        load_default=BenchmarkBatch.share,
         metadata={
             "description": "list the rows for every caller (without who sent them); by "
             "default only this key and the administrators see them. Either way the next "
@@ -137,29 +153,13 @@ class BatchSchema(Schema):
 
 class RetrainRequestSchema(Schema):
     validate_after = StrictBoolean(
-        load_default=False,
+        load_default=RetrainRequest.validate_after,
         metadata={"description": "also run the validation (minutes) on the retrained model"},
     )
 
     @post_load
     def _typed(self, data: dict[str, Any], **_: Any) -> RetrainRequest:
         return RetrainRequest(**data)
-
-
-@dataclass(frozen=True)
-class RetrainRequest:
-    """``POST /v1/benchmarks/retrain``'s body, typed."""
-
-    validate_after: bool = False
-
-
-@dataclass(frozen=True)
-class BenchmarkBatch:
-    """``POST /v1/benchmarks``'s body, typed: rows as the knowledge's row schema loaded
-    them (records of the submitted table), and whether every caller may list them."""
-
-    rows: list[dict[str, Any]]
-    share: bool = False
 
 
 TRACE_PRECISION = {"fp32": "fp32", "tf32": "fp32", "bf16": "fp16", "fp16": "fp16", "fp8": "fp16"}

@@ -64,7 +64,7 @@ class EstimateRequestSchema(OneSource, Schema.from_dict(layout_options())):  # t
     )
     gpu = fields.String(required=True, metadata={"description": "GPU id or name, see /v1/gpus"})
     count = fields.Integer(
-        load_default=1,
+        load_default=EstimateRequest.count,
         validate=validate.Range(1, 4096),
         strict=True,
         metadata={"description": "GPUs, data parallel; throughput is for all of them"},

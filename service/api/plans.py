@@ -26,7 +26,7 @@ from service.api.profiles import model_field
 from service.api.stack_schemas import StackUsedSchema
 from service.engine.planning.plans import plan_request
 from service.engine.planning.serving import WEIGHT_PRECISIONS
-from service.engine.requests import Links, PlanRequest
+from service.engine.requests import Links, PlanRequest, StepRequest
 from service.state import state
 
 blp = Blueprint("plans", __name__, url_prefix="/v1", description="Parallel layouts")
@@ -116,7 +116,7 @@ def layout_options() -> dict[str, fields.Field]:
             },
         ),
         "submitted_benchmarks": StrictBoolean(
-            load_default=True,
+            load_default=StepRequest.submitted_benchmarks,
             metadata={
                 "description": "use the model fitted with user-submitted benchmark rows "
                 "(POST /v1/benchmarks, as of the last retrain); false: the curated rows only"
@@ -157,7 +157,7 @@ class PlanRequestSchema(OneSource, Schema.from_dict(layout_options())):  # type:
         metadata={"description": "GPUs to rank layouts at (default: the fewest that fit)"},
     )
     max_count = fields.Integer(
-        load_default=64,
+        load_default=PlanRequest.max_count,
         validate=validate.Range(1, 1024),
         strict=True,
         metadata={"description": "fastest layout at each power of two up to this"},
@@ -168,7 +168,7 @@ class PlanRequestSchema(OneSource, Schema.from_dict(layout_options())):  # type:
         metadata={"description": "samples per optimizer step (default: one micro-batch per GPU)"},
     )
     limit = fields.Integer(
-        load_default=20,
+        load_default=PlanRequest.limit,
         validate=validate.Range(1, 500),
         strict=True,
         metadata={"description": "layouts returned at the count (best first)"},

@@ -74,8 +74,12 @@ class UsageSchema(Schema):
         validate=validate.Range(min=0.001, max=1e6),
         metadata={"description": "jobs a month (instead of gpu_hours_per_month)"},
     )
-    horizon_months = fields.Integer(load_default=36, validate=validate.Range(1, 240), strict=True)
-    pattern = fields.String(load_default="steady", validate=validate.OneOf(("steady", "bursty")))
+    horizon_months = fields.Integer(
+        load_default=UsageAsked.horizon_months, validate=validate.Range(1, 240), strict=True
+    )
+    pattern = fields.String(
+        load_default=UsageAsked.pattern, validate=validate.OneOf(("steady", "bursty"))
+    )
     peak_to_average = fields.Float(
         validate=validate.Range(min=1, max=1000), metadata={"description": "bursty: peak / mean"}
     )
@@ -84,7 +88,8 @@ class UsageSchema(Schema):
         metadata={"description": "share of the hours that is a steady baseline (hybrid)"},
     )
     interruptible = StrictBoolean(
-        load_default=False, metadata={"description": "checkpointed work that may run on spot"}
+        load_default=UsageAsked.interruptible,
+        metadata={"description": "checkpointed work that may run on spot"},
     )
 
     @post_load
@@ -109,7 +114,9 @@ class ConstraintsSchema(Schema):
     max_gpus = fields.Integer(validate=validate.Range(1, 1024), strict=True)
     providers = fields.List(fields.String(), validate=validate.Length(max=20))
     regions = fields.List(fields.String(), validate=validate.Length(max=50))
-    deployment = fields.String(load_default="any", validate=validate.OneOf(candidate.DEPLOYMENTS))
+    deployment = fields.String(
+        load_default=Constraints.deployment, validate=validate.OneOf(candidate.DEPLOYMENTS)
+    )
     max_server_power_kw = fields.Float(validate=validate.Range(min=0, min_inclusive=False, max=1e3))
     max_kg_co2e = fields.Float(
         validate=validate.Range(min=0, min_inclusive=False, max=1e9),
@@ -162,7 +169,7 @@ class RecommendationRequestSchema(OneSource, Schema):
         metadata={"description": "a trace's GPU count"},
     )
     objective = fields.String(
-        load_default="best_value", validate=validate.OneOf(candidate.OBJECTIVES)
+        load_default=RecommendationRequest.objective, validate=validate.OneOf(candidate.OBJECTIVES)
     )
     constraints = fields.Nested(ConstraintsSchema, load_default=Constraints)
     usage = fields.Nested(UsageSchema, load_default=UsageAsked)
@@ -170,7 +177,7 @@ class RecommendationRequestSchema(OneSource, Schema):
     stack = stack_fields()["stack"]
     stack_options = stack_fields()["stack_options"]
     value_of_time_usd_per_hour = fields.Float(
-        load_default=0.0,
+        load_default=RecommendationRequest.value_of_time_usd_per_hour,
         validate=validate.Range(min=0, max=1e7),
         metadata={
             "description": "what an hour of waiting for the result costs the team: "
@@ -178,7 +185,7 @@ class RecommendationRequestSchema(OneSource, Schema):
         },
     )
     tie_breaker = fields.String(
-        load_default="footprint",
+        load_default=RecommendationRequest.tie_breaker,
         validate=validate.OneOf(candidate.TIE_BREAKERS),
         metadata={
             "description": "among candidates within 5% of the best score: footprint "
@@ -305,7 +312,9 @@ class Recommendation(MethodView):
 
 class TcoRequestSchema(Schema):
     gpu = fields.String(required=True, metadata={"description": "GPU id or name"})
-    count = fields.Integer(load_default=1, validate=validate.Range(1, 4096), strict=True)
+    count = fields.Integer(
+        load_default=TcoRequest.count, validate=validate.Range(1, 4096), strict=True
+    )
     usage = fields.Nested(HoursUsageSchema, required=True)
     onprem = _onprem_overrides()
     providers = fields.List(fields.String(), validate=validate.Length(max=20))

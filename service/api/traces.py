@@ -119,7 +119,7 @@ class ProjectionRequestSchema(Schema):
         metadata={"description": "target GPU ids or names"},
     )
     count = fields.Integer(
-        load_default=1,
+        load_default=ProjectionRequest.count,
         validate=validate.Range(1, 1024),
         metadata={"description": "GPUs per node on the target"},
     )

@@ -115,6 +115,7 @@ class EstimateRequest(StepRequest):
     """``POST /v1/estimates``'s body, typed; ``trace_id`` (with the GPU it was traced on)
     names the work instead of a model or a profile."""
 
+    count: int | None = 1  # GPUs, data parallel (a layout's own count where one is given)
     trace_id: str | None = None
     reference_gpu: str | None = None
     input_samples_per_s: float | None = None
