@@ -41,8 +41,23 @@ class UsageAsked:
     interruptible: bool = False
 
 
+class NamesItsWork:
+    """A request that names its work by ``model`` with ``workload``, or by
+    ``profile_id``."""
+
+    model: dict[str, Any] | None
+    workload: Workload | None
+    profile_id: str | None
+
+    def source(self) -> dict[str, Any]:
+        """What names the work, as :meth:`EstimateService.body_profile` reads it."""
+        if self.profile_id:
+            return {"profile_id": self.profile_id}
+        return {"model": self.model, "workload": self.workload}
+
+
 @dataclass(frozen=True)
-class RecommendationRequest:
+class RecommendationRequest(NamesItsWork):
     """``POST /v1/recommendations``'s body, typed. One of ``model`` with ``workload``,
     ``profile_id`` or ``trace_id`` names the work."""
 
@@ -65,12 +80,6 @@ class RecommendationRequest:
     tie_breaker: str = "footprint"
     submitted_benchmarks: bool = True  # which estimate service answers (the API's concern)
 
-    def source(self) -> dict[str, Any]:
-        """What names the work, as :meth:`EstimateService.body_profile` reads it."""
-        if self.profile_id:
-            return {"profile_id": self.profile_id}
-        return {"model": self.model, "workload": self.workload}
-
 
 @dataclass(frozen=True)
 class Links:
@@ -81,7 +90,7 @@ class Links:
 
 
 @dataclass(frozen=True)
-class StepRequest:
+class StepRequest(NamesItsWork):
     """What ``POST /v1/estimates`` and ``POST /v1/plans`` share, typed: the GPU, what
     names the work (``model`` with ``workload``, or ``profile_id``), the count and the
     options the layout model reads. ``layout`` and ``nvlink`` are an estimate's (None in a
@@ -102,12 +111,6 @@ class StepRequest:
     kv_precision: str | None = None
     concurrency: int | None = None
     submitted_benchmarks: bool = True  # which estimate service answers (the API's concern)
-
-    def source(self) -> dict[str, Any]:
-        """What names the work, as :meth:`EstimateService.body_profile` reads it."""
-        if self.profile_id:
-            return {"profile_id": self.profile_id}
-        return {"model": self.model, "workload": self.workload}
 
 
 @dataclass(frozen=True)

@@ -65,8 +65,8 @@ def recommend(
     service: EstimateService, request: RecommendationRequest, reader: Reader = NOBODY
 ) -> dict[str, Any]:
     """The ranked, costed and explained candidates for a request (``POST
-    /v1/recommendations``), without its id (see :func:`request_id`); a trace it names is
-    read as ``reader`` (by default no key's: one names no trace)."""
+    /v1/recommendations``), without its id (:func:`service.engine.requests.request_digest`);
+    a trace it names is read as ``reader`` (by default no key's: one names no trace)."""
     book = service.rules
     excluded: list[dict[str, Any]] = []
     if request.trace_id:
@@ -189,7 +189,7 @@ def _advice(
             symbols["largest_gpu"] = largest.name
     if profile is not None and top is not None and s.precision in ("fp32", "tf32"):
         model = service._built_model()
-        stock = stacks.resolve(service.knowledge, "pytorch")
+        stock = stacks.named(service.knowledge, "pytorch")
         slow = work(profile, top.gpu, math_mode(top.gpu, s.precision), stock, model.step_model)
         if top.gpu.bf16_tflops:
             fast = work(profile, top.gpu, math_mode(top.gpu, "bf16"), stock, model.step_model)

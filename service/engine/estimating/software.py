@@ -367,6 +367,17 @@ def resolve(
     )
 
 
+def named(knowledge: Knowledge, name: str) -> Stack:
+    """The stack ``name`` as ``knowledge`` defines it (no options, fitted), resolved once
+    and kept with the knowledge: the ranking's and the validation's fits ask for the same
+    stack in their loops."""
+    key = ("named stack", name)
+    found: Stack | None = knowledge.derived.get(key)
+    if found is None:
+        found = knowledge.derived[key] = resolve(knowledge, name)
+    return found
+
+
 def held(memory: Memory, stack: Stack, trains: bool, tokens: float, vocab: int,
          layers: int, optimizer: str | None, head: float = 0.0) -> Memory:  # fmt: skip
     """``memory`` (eager PyTorch's, as the profiler counts it; the fused stacks' activations

@@ -13,7 +13,6 @@ wrapped as an estimator, :class:`OptimizedFit`).
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 import statistics
@@ -35,7 +34,7 @@ from service.engine.estimating import software as stacks
 from service.engine.estimating.estimate import USABLE_MEMORY_SHARE
 from service.engine.estimating.layout import Layout, ModelShape
 from service.engine.estimating.roofline import MathMode, math_mode, usable_precisions
-from service.engine.estimating.software import EIGHT_BIT, OPTIMIZED, Stack
+from service.engine.estimating.software import EIGHT_BIT, OPTIMIZED
 from service.engine.estimating.step_model import StepModel
 from service.engine.estimating.step_profile import StepProfile
 from service.engine.planning.network import Network, network
@@ -93,7 +92,7 @@ def cases(knowledge: Knowledge, source: ProfileSource) -> list[LlmCase]:
     """Every closed-division MLPerf LLM row on a known GPU as a case (``source`` profiles a
     catalog model for a workload request)."""
     profiles: dict[tuple[str, str], dict[str, Any]] = {}
-    optimized = stacks.resolve(knowledge, "optimized")
+    optimized = stacks.named(knowledge, "optimized")
     out = []
     for row in knowledge.benchmarks:
         if row.workload not in MLPERF_LLM or row.gpu_id is None:
@@ -148,7 +147,7 @@ class _Candidates:
 
 def _candidates(case: LlmCase, step_model: StepModel, knowledge: Knowledge) -> _Candidates:
     mode = math_mode(case.gpu, case.precision)
-    done = work(case.profile, case.gpu, mode, stacks.resolve(knowledge, "optimized"), step_model)
+    done = work(case.profile, case.gpu, mode, stacks.named(knowledge, "optimized"), step_model)
     net = network(knowledge, case.gpu, case.gpus_per_node)
     usable = case.gpu.memory_gb * 2**30 * USABLE_MEMORY_SHARE
     found = planned_at(
@@ -170,10 +169,6 @@ class Predictor:
     knowledge: Knowledge
     _found: dict[int, _Candidates] = field(default_factory=dict)
 
-    @functools.cached_property
-    def _optimized(self) -> Stack:
-        return stacks.resolve(self.knowledge, "optimized")
-
     def best(self, case: LlmCase, stack: OptimizedStack = OPTIMIZED) -> LayoutStep | None:
         key = id(case)
         if key not in self._found:
@@ -181,9 +176,8 @@ class Predictor:
         c = self._found[key]
         if not c.layouts:
             return None
-        done = work(
-            case.profile, case.gpu, c.mode, self._optimized, self.step_model, optimized=stack
-        )
+        optimized = stacks.named(self.knowledge, "optimized")
+        done = work(case.profile, case.gpu, c.mode, optimized, self.step_model, optimized=stack)
         steps = [
             layout_step(x.layout, case.profile, case.shape, done, c.net, c.mode.tensor_flops,
                         c.flops)
@@ -405,7 +399,7 @@ def published_step(
     if case.attention_kernel != "native":
         stack = replace(stack, native_attention_speedup=1.0)
     mode = math_mode(case.gpu, case.precision)
-    optimized = stacks.resolve(knowledge, "optimized")
+    optimized = stacks.named(knowledge, "optimized")
     done = work(case.profile, case.gpu, mode, optimized, step_model, optimized=stack)
     net = network(knowledge, case.gpu, case.gpus_per_node, inter=case.network)
     flops = model_flops(case.profile)
